@@ -1,0 +1,153 @@
+"""What goes into a gateway invocation and what comes back (plain msgspec structs)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+
+class ErrorKind(StrEnum):
+    AUTH = "auth"
+    RATE_LIMITED = "rate_limited"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    TRANSIENT = "transient"
+    FATAL = "fatal"
+
+
+class InvocationError(msgspec.Struct, frozen=True):
+    kind: ErrorKind
+    message: str
+    retry_after: float | None = None
+    model: str = ""
+
+
+class ToolCallRecord(msgspec.Struct, frozen=True):
+    """One tool call the model made, Lopen's own or the CLI's (`bash`, `view`, …)."""
+
+    call_id: str
+    name: str
+    arguments: dict | str | None
+    result: str
+    success: bool
+    duration: float
+
+
+class ModelUsage(msgspec.Struct):
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    calls: int = 0
+
+
+class Usage(msgspec.Struct):
+    """Token usage summed from the SDK's usage events, in total and per model."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    per_model: dict[str, ModelUsage] = msgspec.field(default_factory=dict)
+
+    def add(self, model: str, input: int, output: int, cache_read: int, cache_write: int) -> None:
+        self.input += input
+        self.output += output
+        self.cache_read += cache_read
+        self.cache_write += cache_write
+        bucket = self.per_model.setdefault(model, ModelUsage())
+        bucket.input += input
+        bucket.output += output
+        bucket.cache_read += cache_read
+        bucket.cache_write += cache_write
+        bucket.calls += 1
+
+
+class ContextWindow(msgspec.Struct, frozen=True):
+    used: int = 0
+    limit: int = 0
+
+
+class Attempt(msgspec.Struct, frozen=True):
+    """One try at the invocation: which model, how it ended, and any retries the CLI made itself."""
+
+    model: str
+    error: InvocationError | None
+    cli_retries: int
+    duration: float
+
+
+class InvocationResult(msgspec.Struct):
+    model: str
+    final_message: str
+    tool_calls: list[ToolCallRecord]
+    usage: Usage
+    context: ContextWindow
+    duration: float
+    attempts: list[Attempt]
+    error: InvocationError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class InvocationRequest(msgspec.Struct, frozen=True):
+    """A fresh session: the model chain is tried in order when a model is unavailable."""
+
+    models: list[str]
+    prompt: str
+    system_message: str = ""
+    system_mode: str = "append"
+    working_directory: str = ""
+    timeout: float = 900.0
+
+
+# Stream events handed to the gateway's callback while a session runs.
+
+
+class StreamEvent(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+class ToolStarted(StreamEvent, frozen=True):
+    call_id: str
+    name: str
+    arguments: dict | str | None
+
+
+class ToolFinished(StreamEvent, frozen=True):
+    record: ToolCallRecord
+
+
+class AssistantText(StreamEvent, frozen=True):
+    text: str
+
+
+class UsageReported(StreamEvent, frozen=True):
+    model: str
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+
+
+class ContextMeasured(StreamEvent, frozen=True):
+    used: int
+    limit: int
+
+
+class RetryScheduled(StreamEvent, frozen=True):
+    """A retry: by the CLI itself (`by="cli"`) or by the gateway after a failed attempt."""
+
+    model: str
+    reason: str
+    attempt: int
+    delay: float
+    by: str
+
+
+class ModelFellBack(StreamEvent, frozen=True):
+    from_model: str
+    to_model: str
+    why: str
