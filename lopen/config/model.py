@@ -1,0 +1,206 @@
+"""The settings model: every setting Lopen reads, its type, default, allowed range and meaning.
+
+One frozen msgspec Struct per section; the descriptions here are the source of
+`docs/configuration.md` (regenerate it with `bin/gen-config-docs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+import xxhash
+from msgspec import Meta
+
+ModelName = Annotated[str, Meta(min_length=1)]
+Count = Annotated[int, Meta(ge=0)]
+Positive = Annotated[int, Meta(ge=1)]
+Fraction = Annotated[float, Meta(ge=0, le=1)]
+Seconds = Annotated[float, Meta(gt=0)]
+
+DEFAULT_MODEL = "claude-opus-4.6"
+
+
+def _doc(text: str, *, pattern: str | None = None, allowed: str | None = None) -> Meta:
+    """Describe a setting; `pattern` constrains a string and `allowed` words the constraint."""
+    return Meta(description=text, pattern=pattern, extra={"allowed": allowed} if allowed else None)
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A settings section: immutable, and unknown keys are an error."""
+
+
+class Models(_Section):
+    requirement_gathering: Annotated[ModelName, _doc("Model for step 1, drafting the specification.")] = (
+        DEFAULT_MODEL
+    )
+    planning: Annotated[ModelName, _doc("Model for steps 2–5: dependencies, components, tasks.")] = (
+        DEFAULT_MODEL
+    )
+    building: Annotated[ModelName, _doc("Model for steps 6–7: implementing the tasks.")] = DEFAULT_MODEL
+    research: Annotated[ModelName, _doc("Model for research invocations.")] = DEFAULT_MODEL
+    fallback: Annotated[
+        tuple[ModelName, ...],
+        _doc("Models tried in order when the phase's model is unavailable; empty = fail instead."),
+    ] = ("claude-sonnet-4.5", "gpt-5")
+    oracle: Annotated[
+        ModelName, _doc("Cheap model for verification sessions (task, component, module checks).")
+    ] = "gpt-5-mini"
+
+
+class Budget(_Section):
+    token_budget_per_module: Annotated[Count, _doc("Tokens one module may spend; 0 = unlimited.")] = 0
+    premium_budget_per_module: Annotated[
+        Count, _doc("Premium requests one module may spend; 0 = unlimited.")
+    ] = 0
+    warning_threshold: Annotated[
+        Fraction, _doc("Share of a budget at which Lopen warns. Must not exceed confirmation_threshold.")
+    ] = 0.8
+    confirmation_threshold: Annotated[
+        Fraction, _doc("Share of a budget at which Lopen stops for confirmation (exit 2 when headless).")
+    ] = 0.9
+
+
+class Workflow(_Section):
+    unattended: Annotated[bool, _doc("Run without stopping for human confirmations.")] = False
+    max_iterations: Annotated[Positive, _doc("Most loop iterations in one run before Lopen stops.")] = 100
+    failure_threshold: Annotated[
+        Positive, _doc("Consecutive failures of one task before Lopen asks a person.")
+    ] = 3
+
+
+class Session(_Section):
+    auto_resume: Annotated[bool, _doc("Resume the module's unfinished session without asking.")] = True
+    retention: Annotated[Count, _doc("Finished sessions kept per module by `lopen session prune`.")] = 10
+
+
+class Git(_Section):
+    enabled: Annotated[bool, _doc("Use git: a branch per module, diffs and reverts.")] = True
+    auto_commit: Annotated[bool, _doc("Commit after each completed task.")] = True
+    convention: Annotated[
+        Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")
+    ] = "conventional"
+
+
+class ToolDiscipline(_Section):
+    max_file_reads: Annotated[
+        Positive, _doc("Reads of the same file in one invocation before the model is told to stop.")
+    ] = 3
+    max_command_retries: Annotated[
+        Count, _doc("Re-runs of the same failing command before the model is told to change course.")
+    ] = 2
+
+
+class Display(_Section):
+    color: Annotated[
+        Literal["auto", "always", "never"],
+        _doc("Colour output: auto (when the terminal supports it), always or never. NO_COLOR wins."),
+    ] = "auto"
+    ascii: Annotated[bool, _doc("Use ASCII symbols instead of ✓ ✗ ▶ ○ (automatic when not UTF-8).")] = False
+
+
+class Provider(_Section):
+    type: Annotated[
+        Literal["", "openai", "azure", "anthropic"],
+        _doc('Bring-your-own-model provider; "" = GitHub Copilot\'s model routing.'),
+    ] = ""
+    base_url: Annotated[
+        str,
+        _doc(
+            "Provider endpoint, e.g. http://localhost:11434/v1. Setting it switches every session to it.",
+            pattern=r"^(https?://\S+)?$",
+            allowed="empty, or an http:// or https:// URL",
+        ),
+    ] = ""
+    api_key: Annotated[
+        str, _doc("Provider API key. Secret: set it with LOPEN_PROVIDER__API_KEY, never in a file.")
+    ] = ""
+    wire_api: Annotated[
+        Literal["completions", "responses"], _doc("Provider API format (responses for GPT-5 series models).")
+    ] = "completions"
+
+    @property
+    def byok(self) -> bool:
+        """True when a provider replaces GitHub's model routing."""
+        return bool(self.base_url)
+
+
+class Copilot(_Section):
+    cli_path: Annotated[
+        str, _doc('Copilot CLI binary; "" = COPILOT_CLI_PATH, then the copy bin/setup installed.')
+    ] = ""
+    retry_attempts: Annotated[Count, _doc("Retries of a rate-limited or transient model call.")] = 4
+    retry_base_delay: Annotated[Seconds, _doc("First retry delay in seconds (doubles each retry).")] = 1.0
+    retry_max_delay: Annotated[
+        Seconds, _doc("Longest retry delay in seconds. Must not be below retry_base_delay.")
+    ] = 30.0
+    invocation_timeout: Annotated[Seconds, _doc("Seconds one invocation may run before it is stopped.")] = (
+        900.0
+    )
+
+
+class Store(_Section):
+    url: Annotated[
+        str,
+        _doc(
+            'Event store; "" = SQLite at .lopen/store.sqlite, postgresql://… = a shared PostgreSQL.',
+            pattern=r"^(postgres(ql)?://\S+)?$",
+            allowed="empty (SQLite under .lopen/), or a postgresql:// URL",
+        ),
+    ] = ""
+
+
+class Context(_Section):
+    token_budget: Annotated[
+        Positive, _doc("Tokens of documents put into one prompt; lower-priority sections are cut first.")
+    ] = 24000
+
+
+class Settings(_Section):
+    """Every Lopen setting, resolved from flags, env, project and user files, and defaults."""
+
+    models: Models = msgspec.field(default_factory=Models)
+    budget: Budget = msgspec.field(default_factory=Budget)
+    workflow: Workflow = msgspec.field(default_factory=Workflow)
+    session: Session = msgspec.field(default_factory=Session)
+    git: Git = msgspec.field(default_factory=Git)
+    tool_discipline: ToolDiscipline = msgspec.field(default_factory=ToolDiscipline)
+    display: Display = msgspec.field(default_factory=Display)
+    provider: Provider = msgspec.field(default_factory=Provider)
+    copilot: Copilot = msgspec.field(default_factory=Copilot)
+    store: Store = msgspec.field(default_factory=Store)
+    context: Context = msgspec.field(default_factory=Context)
+
+    def public(self) -> dict[str, dict[str, object]]:
+        """The settings as plain data with every secret masked: safe to show, log or store."""
+        data = msgspec.to_builtins(self)
+        for key, mask in SECRETS.items():
+            section, name = key.split(".")
+            data[section][name] = mask(data[section][name])
+        return data
+
+    def digest(self) -> str:
+        """xxh3-64 hex digest of the settings with secrets masked (for SessionStarted events)."""
+        return xxhash.xxh3_64_hexdigest(msgspec.json.encode(self.public()))
+
+
+def mask_secret(value: str) -> str:
+    """`sk-...1234` for long secrets, `***` for short ones, "" stays ""."""
+    if not value:
+        return ""
+    return f"{value[:3]}...{value[-4:]}" if len(value) >= 16 else "***"
+
+
+def mask_url_password(url: str) -> str:
+    """Hide the password of a URL such as `postgresql://user:pw@host/db`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# Settings whose values must never be shown, logged or stored as they are, with their mask.
+SECRETS: dict[str, Callable[[str], str]] = {"provider.api_key": mask_secret, "store.url": mask_url_password}

@@ -1,0 +1,129 @@
+"""The oracle (T8–T10): evidence Lopen collects itself, a prompt for a cheap model, its verdict.
+
+The model never supplies the evidence: the diff and changed files come from git since the
+scope's start commit, the test result from running the spec's `verify-tests` command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+
+from lopen.workflow.steps import Kind
+
+OUTPUT_TAIL = 4_000
+
+
+class CommandResult(msgspec.Struct, frozen=True):
+    name: str
+    command: str
+    exit_code: int
+    output_tail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+class Finding(msgspec.Struct, frozen=True):
+    severity: str = "info"
+    category: str = ""
+    description: str = ""
+    location: str = ""
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    passed: bool
+    confidence: float
+    summary: str
+    findings: list[Finding] = []
+    raw: str = ""
+
+
+class Evidence(msgspec.Struct, frozen=True):
+    module: str
+    scope: str  # task | component | module
+    target: str
+    component: str
+    task: str
+    diff: str
+    changed_files: list[str]
+    acceptance: list[str]
+    commands: list[CommandResult]
+    notes: str = ""
+
+
+def run_command(name: str, command: str, root: Path, timeout: float = 900) -> CommandResult:
+    """Run a spec hook command in the project, with Lopen's Python first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    try:
+        done = subprocess.run(
+            command, shell=True, cwd=root, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+        output, code = (done.stdout + done.stderr), done.returncode
+    except subprocess.TimeoutExpired as exc:
+        output, code = f"timed out after {timeout:.0f} s: {exc}", 124
+    return CommandResult(name=name, command=command, exit_code=code, output_tail=output[-OUTPUT_TAIL:])
+
+
+def prompt(evidence: Evidence, step: int = 6) -> str:
+    header = (
+        f"[lopen] module={evidence.module} phase=building step={step} component={evidence.component or '-'} "
+        f"task={evidence.task or '-'} kind={Kind.ORACLE.value} scope={evidence.scope} target={evidence.target}"
+    )
+    commands = (
+        "\n\n".join(f"$ {c.command}  (exit {c.exit_code})\n{c.output_tail}" for c in evidence.commands)
+        or "(the specification names no verify command)"
+    )
+    acceptance = "\n".join(f"- {item}" for item in evidence.acceptance) or "(none recorded)"
+    files = "\n".join(f"- {f}" for f in evidence.changed_files) or "(none)"
+    return (
+        f"{header}\n\nYou are a strict reviewer. Decide whether the {evidence.scope} `{evidence.target}` of module "
+        f"`{evidence.module}` is really complete: every acceptance item is met by the change, the tests pass "
+        "and cover it, nothing is stubbed. Answer with ONE JSON object and nothing else:\n"
+        '{"passed": true|false, "confidence": 0.0-1.0, "summary": "...", "findings": '
+        '[{"severity": "error|warning|info", "category": "...", "description": "...", "location": "file:line"}]}'
+        f"\n\n## Acceptance items\n{acceptance}\n\n## Changed files\n{files}\n\n## Verify commands\n{commands}"
+        f"\n\n## Notes from the implementer\n{evidence.notes or '(none)'}\n\n## Diff\n```diff\n{evidence.diff}\n```"
+    )
+
+
+SYSTEM = "You review code changes for Lopen. You have no tools. Reply with exactly one JSON object."
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+
+
+def parse_verdict(text: str) -> Verdict:
+    """Read the oracle's JSON verdict; fenced or surrounded by prose is fine, anything else fails."""
+    for candidate in _candidates(text):
+        try:
+            data = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "passed" in data:
+            try:
+                verdict = msgspec.convert(
+                    {k: data[k] for k in ("passed", "confidence", "summary", "findings") if k in data}
+                    | {"confidence": data.get("confidence", 0.0), "summary": data.get("summary", "")},
+                    type=Verdict,
+                    strict=False,
+                )
+            except msgspec.ValidationError:
+                continue
+            return msgspec.structs.replace(verdict, raw=text)
+    return Verdict(passed=False, confidence=0.0, summary="the oracle's answer was not a JSON verdict", raw=text)
+
+
+def _candidates(text: str) -> list[str]:
+    found = [m.group(1) for m in _FENCE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        found.append(text[start : end + 1])
+    return found

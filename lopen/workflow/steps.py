@@ -1,0 +1,69 @@
+"""The workflow table (W2): phases, steps, invocation kinds and the tools each kind gets (T11)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    REQUIREMENT_GATHERING = "requirement_gathering"
+    PLANNING = "planning"
+    BUILDING = "building"
+    COMPLETE = "complete"
+
+
+STEP_NAMES: dict[int, str] = {
+    1: "Draft Specification",
+    2: "Determine Dependencies",
+    3: "Identify Components",
+    4: "Select Next Component",
+    5: "Break Into Tasks",
+    6: "Iterate Through Tasks",
+    7: "Repeat",
+}
+
+
+def phase_of(step: int) -> Phase:
+    if step == 1:
+        return Phase.REQUIREMENT_GATHERING
+    if step <= 5:
+        return Phase.PLANNING
+    return Phase.BUILDING
+
+
+class Kind(StrEnum):
+    """What one invocation is for; the scripted model and the tool sets key on it."""
+
+    SPEC = "spec"
+    PLANNING = "planning"
+    TASK = "task"
+    COMPONENT_VERIFICATION = "component-verification"
+    MODULE_VERIFICATION = "module-verification"
+    ORACLE = "oracle"
+
+
+READ_TOOLS = ("get_current_context", "read_spec", "read_research", "read_plan")
+
+TOOLSETS: dict[Kind, tuple[str, ...]] = {
+    Kind.SPEC: ("get_current_context", "read_research", "log_research", "report_progress"),
+    Kind.PLANNING: (
+        *READ_TOOLS,
+        "log_research",
+        "report_progress",
+        "record_dependencies",
+        "record_components",
+        "select_component",
+        "record_tasks",
+    ),
+    Kind.TASK: (*READ_TOOLS, "report_progress", "log_research", "update_task_status", "verify_task_completion"),
+    Kind.COMPONENT_VERIFICATION: (*READ_TOOLS, "report_progress", "verify_component_completion"),
+    Kind.MODULE_VERIFICATION: (*READ_TOOLS, "report_progress", "verify_module_completion"),
+    Kind.ORACLE: (),
+}
+
+
+def toolset(kind: Kind, last_task_of_component: bool = False) -> tuple[str, ...]:
+    names = TOOLSETS[kind]
+    if kind is Kind.TASK and last_task_of_component:
+        names = (*names, "verify_component_completion")
+    return names

@@ -1,0 +1,239 @@
+"""The gateway through the real Copilot CLI, with the scripted model standing in for the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import msgspec
+import pytest
+
+from lopen.copilot import InvocationRequest, LopenTool
+from lopen.copilot.results import ErrorKind, ModelFellBack, RetryScheduled, StreamEvent
+
+pytestmark = pytest.mark.e2e
+
+
+class EchoArgs(msgspec.Struct, forbid_unknown_fields=True):
+    text: str
+
+
+def echo_tool(handler=None) -> LopenTool:
+    return LopenTool("echo", "Echo the text back.", EchoArgs, handler or (lambda args: f"echo says {args.text}"))
+
+
+ECHO_PLAYBOOK = """
+[playbook]
+name = "echo"
+models = ["scripted-main", "scripted-other"]
+default_usage = { prompt_tokens = 1000, completion_tokens = 100 }
+
+[[rule]]
+name = "echo"
+match = { user_contains = "please echo" }
+  [[rule.turn]]
+  text = "Calling echo."
+  tool_calls = [ { name = "echo", arguments = { text = "hello" } } ]
+  usage = { prompt_tokens = 1200, completion_tokens = 30, cached_tokens = 200 }
+  [[rule.turn]]
+  text = "All done."
+  usage = { prompt_tokens = 1300, completion_tokens = 12 }
+
+[[rule]]
+name = "bad-args"
+match = { user_contains = "bad arguments" }
+  [[rule.turn]]
+  tool_calls = [ { name = "echo", arguments = { text = 42, extra = true } } ]
+  [[rule.turn]]
+  text = "I saw the error and stopped."
+"""
+
+
+def request(prompt: str, models: list[str] | None = None) -> InvocationRequest:
+    return InvocationRequest(models=models or ["scripted-main"], prompt=prompt, system_message="You are tested.")
+
+
+def test_tool_result_reaches_the_model_and_usage_is_exact(scripted, gateway_for):
+    server = scripted(ECHO_PLAYBOOK)
+    gateway = gateway_for(server)
+    events: list[StreamEvent] = []
+    result = gateway.invoke(request("please echo"), [echo_tool()], on_event=events.append)
+
+    assert result.error is None
+    assert result.final_message == "All done."
+    assert [(c.name, c.arguments, c.result, c.success) for c in result.tool_calls] == [
+        ("echo", {"text": "hello"}, "echo says hello", True)
+    ]
+    second = server.chat_requests[-1].body["messages"]
+    assert any(m["role"] == "tool" and m["content"] == "echo says hello" for m in second)
+    assert (result.usage.input, result.usage.output, result.usage.cache_read) == (2500, 42, 200)
+    assert result.usage.per_model["scripted-main"].calls == 2
+    assert result.context.limit > 0 and result.context.used > 0
+    assert any(type(e).__name__ == "ToolFinished" for e in events)
+
+
+def test_invalid_arguments_become_a_failed_result_and_the_session_continues(scripted, gateway_for):
+    server = scripted(ECHO_PLAYBOOK)
+    result = gateway_for(server).invoke(request("bad arguments"), [echo_tool()])
+
+    assert result.error is None
+    assert result.final_message == "I saw the error and stopped."
+    (call,) = result.tool_calls
+    assert not call.success
+    tool_message = next(m for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool")
+    assert "invalid arguments for echo" in tool_message["content"]
+    assert '"text"' in tool_message["content"]  # says what is expected
+
+
+def test_a_handler_that_raises_becomes_a_failed_result(scripted, gateway_for):
+    def explode(args: EchoArgs) -> str:
+        raise RuntimeError("the disk is on fire")
+
+    server = scripted(ECHO_PLAYBOOK)
+    result = gateway_for(server).invoke(request("please echo"), [echo_tool(explode)])
+
+    assert result.error is None and result.final_message == "All done."
+    assert not result.tool_calls[0].success
+    tool_message = next(m for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool")
+    assert "the disk is on fire" in tool_message["content"]
+
+
+def test_rate_limit_is_retried_and_the_retry_is_visible(scripted, gateway_for):
+    playbook = """
+[playbook]
+name = "rate-limited"
+models = ["scripted-main"]
+[[rule]]
+name = "limit"
+max_uses = 2
+  [[rule.turn]]
+  fault = "rate_limit"
+  retry_after = 1
+[[rule]]
+name = "answer"
+  [[rule.turn]]
+  text = "Finally."
+"""
+    server = scripted(playbook)
+    events: list[StreamEvent] = []
+    result = gateway_for(server).invoke(request("anything"), on_event=events.append)
+
+    assert result.error is None and result.final_message == "Finally."
+    kinds = [r.response_kind for r in server.chat_requests]
+    assert kinds == ["rate_limit", "rate_limit", "ok"]
+    retries = [e for e in events if isinstance(e, RetryScheduled)]
+    assert len(retries) == 2 and all(r.reason == "rate_limit" for r in retries)
+
+
+def test_an_absent_model_falls_back_to_the_next_with_a_warning(scripted, gateway_for):
+    server = scripted(ECHO_PLAYBOOK)
+    events: list[StreamEvent] = []
+    result = gateway_for(server).invoke(
+        request("please echo", models=["no-such-model", "scripted-other"]), [echo_tool()], on_event=events.append
+    )
+
+    assert result.error is None and result.model == "scripted-other"
+    fallbacks = [e for e in events if isinstance(e, ModelFellBack)]
+    assert [(f.from_model, f.to_model) for f in fallbacks] == [("no-such-model", "scripted-other")]
+    assert [a.model for a in result.attempts] == ["no-such-model", "scripted-other"]
+    assert result.attempts[0].error.kind is ErrorKind.MODEL_UNAVAILABLE
+
+
+def test_no_model_left_is_a_clear_model_unavailable_error(scripted, gateway_for):
+    server = scripted(ECHO_PLAYBOOK)
+    result = gateway_for(server).invoke(request("please echo", models=["gone-1", "gone-2"]))
+    assert result.error is not None and result.error.kind is ErrorKind.MODEL_UNAVAILABLE
+    assert "gone-1" in result.error.message and "gone-2" in result.error.message
+
+
+def test_a_dropped_connection_is_classified_transient(scripted, gateway_for):
+    playbook = """
+[playbook]
+name = "drops"
+models = ["scripted-main"]
+[[rule]]
+name = "drop"
+  [[rule.turn]]
+  fault = "drop"
+"""
+    server = scripted(playbook)
+    result = gateway_for(server, retry_attempts=0).invoke(request("anything"))
+    assert result.error is not None
+    assert result.error.kind is ErrorKind.TRANSIENT
+    assert all(r.response_kind == "drop" for r in server.chat_requests)
+
+
+def test_a_tool_handler_can_open_a_second_session_without_deadlock(scripted, gateway_for):
+    """The oracle case: a handler (on the gateway's loop) waits for another session on the same client."""
+    playbook = (
+        ECHO_PLAYBOOK
+        + """
+[[rule]]
+name = "inner"
+match = { user_contains = "inner session" }
+  [[rule.turn]]
+  text = "inner verdict: fine"
+"""
+    )
+    server = scripted(playbook)
+    gateway = gateway_for(server)
+
+    def nested(args: EchoArgs) -> str:
+        return gateway.invoke(request("inner session")).final_message
+
+    started = time.monotonic()
+    result = gateway.invoke(request("please echo"), [echo_tool(nested)])
+    assert result.error is None
+    assert result.tool_calls[0].result == "inner verdict: fine"
+    assert time.monotonic() - started < 60
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is not alive
+        return stat.read().split()[2] != "Z"
+
+
+def test_closing_the_gateway_stops_the_cli_process(scripted, gateway_for):
+    gateway = gateway_for(scripted(ECHO_PLAYBOOK))
+    pid = gateway.cli_pid
+    assert pid and _alive(pid)
+    gateway.close()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+@pytest.mark.parametrize("ending", ["ctrl-c", "exception"])
+def test_no_cli_process_survives_ctrl_c_or_an_exception(scripted, cli_path, tmp_path, ending):
+    server = scripted(ECHO_PLAYBOOK)
+    script = textwrap.dedent(f"""
+        import sys, time
+        from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
+        config = GatewayConfig(cli_path={cli_path!r}, default_model="scripted-main",
+            provider=ProviderConfig(base_url={server.url!r}), copilot_home={str(tmp_path / "home")!r})
+        gateway = Gateway(config).start()
+        print(gateway.cli_pid, flush=True)
+        if {ending!r} == "exception":
+            raise RuntimeError("something broke")
+        time.sleep(60)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = int(child.stdout.readline())
+    assert _alive(pid)
+    if ending == "ctrl-c":
+        child.send_signal(signal.SIGINT)
+    child.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), json.dumps({"stderr": child.stderr.read()[-500:]})
