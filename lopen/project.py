@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, overload
 
 from lopen.errors import LopenError
 
@@ -20,10 +21,14 @@ def nearest_root(start: Path | None = None) -> Path | None:
     return None
 
 
-def find_root(start: Path | None = None) -> Path:
-    """Like :func:`nearest_root`, but a missing project is a user error with guidance."""
+@overload
+def find_root(start: Path | None = None, *, required: Literal[True] = True) -> Path: ...
+@overload
+def find_root(start: Path | None = None, *, required: bool) -> Path | None: ...
+def find_root(start: Path | None = None, *, required: bool = True) -> Path | None:
+    """Like :func:`nearest_root`, but (when `required`) a missing project is a user error with guidance."""
     root = nearest_root(start)
-    if root is None:
+    if root is None and required:
         where = (start or Path.cwd()).resolve()
         raise LopenError(
             f"no project found at {where}",

@@ -12,6 +12,12 @@ import sys
 import typer
 
 from lopen import __version__
+from lopen.cli import workflow
+from lopen.cli.auth_cmd import auth_app
+from lopen.cli.config_cmd import config_app
+from lopen.cli.doctor import doctor
+from lopen.cli.modules import modules
+from lopen.cli.spec import spec_app
 from lopen.errors import LopenError
 
 app = typer.Typer(
@@ -30,31 +36,39 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks for errors."),
 ) -> None:
     if debug:
         os.environ["LOPEN_DEBUG"] = "1"
 
 
+app.command("run")(workflow.run)
+app.command("plan")(workflow.plan)
+app.command("build")(workflow.build)
+app.command("demo")(workflow.demo)
+spec_app.command("approve")(workflow.approve)
+app.command("modules")(modules)
+app.command("doctor")(doctor)
+app.add_typer(spec_app, name="spec")
+app.add_typer(config_app, name="config")
+app.add_typer(auth_app, name="auth")
+
+
 def main() -> None:
-    """Console entry point: user errors print what/why/how on stderr, never a traceback."""
+    """Console entry point: user errors print what/why/how on stderr, never a traceback.
+
+    Typer runs standalone: it prints usage errors (exit 2), honours `typer.Exit` codes and turns
+    Ctrl-C into exit 130; a LopenError leaves it and is printed here with its exit code.
+    """
     try:
-        app(standalone_mode=False)
+        app()
     except LopenError as exc:
         if os.environ.get("LOPEN_DEBUG"):
             raise
-        print(exc.render(), file=sys.stderr)
-        sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors and the like
-        import click
+        from lopen.cli.output import Console
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+        Console.for_settings().error(exc)
+        sys.exit(exc.exit_code)

@@ -33,28 +33,22 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class Models(_Section):
-    requirement_gathering: Annotated[ModelName, _doc("Model for step 1, drafting the specification.")] = (
-        DEFAULT_MODEL
-    )
-    planning: Annotated[ModelName, _doc("Model for steps 2–5: dependencies, components, tasks.")] = (
-        DEFAULT_MODEL
-    )
+    requirement_gathering: Annotated[ModelName, _doc("Model for step 1, drafting the specification.")] = DEFAULT_MODEL
+    planning: Annotated[ModelName, _doc("Model for steps 2–5: dependencies, components, tasks.")] = DEFAULT_MODEL
     building: Annotated[ModelName, _doc("Model for steps 6–7: implementing the tasks.")] = DEFAULT_MODEL
     research: Annotated[ModelName, _doc("Model for research invocations.")] = DEFAULT_MODEL
     fallback: Annotated[
         tuple[ModelName, ...],
         _doc("Models tried in order when the phase's model is unavailable; empty = fail instead."),
     ] = ("claude-sonnet-4.5", "gpt-5")
-    oracle: Annotated[
-        ModelName, _doc("Cheap model for verification sessions (task, component, module checks).")
-    ] = "gpt-5-mini"
+    oracle: Annotated[ModelName, _doc("Cheap model for verification sessions (task, component, module checks).")] = (
+        "gpt-5-mini"
+    )
 
 
 class Budget(_Section):
     token_budget_per_module: Annotated[Count, _doc("Tokens one module may spend; 0 = unlimited.")] = 0
-    premium_budget_per_module: Annotated[
-        Count, _doc("Premium requests one module may spend; 0 = unlimited.")
-    ] = 0
+    premium_budget_per_module: Annotated[Count, _doc("Premium requests one module may spend; 0 = unlimited.")] = 0
     warning_threshold: Annotated[
         Fraction, _doc("Share of a budget at which Lopen warns. Must not exceed confirmation_threshold.")
     ] = 0.8
@@ -66,9 +60,7 @@ class Budget(_Section):
 class Workflow(_Section):
     unattended: Annotated[bool, _doc("Run without stopping for human confirmations.")] = False
     max_iterations: Annotated[Positive, _doc("Most loop iterations in one run before Lopen stops.")] = 100
-    failure_threshold: Annotated[
-        Positive, _doc("Consecutive failures of one task before Lopen asks a person.")
-    ] = 3
+    failure_threshold: Annotated[Positive, _doc("Consecutive failures of one task before Lopen asks a person.")] = 3
 
 
 class Session(_Section):
@@ -79,9 +71,9 @@ class Session(_Section):
 class Git(_Section):
     enabled: Annotated[bool, _doc("Use git: a branch per module, diffs and reverts.")] = True
     auto_commit: Annotated[bool, _doc("Commit after each completed task.")] = True
-    convention: Annotated[
-        Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")
-    ] = "conventional"
+    convention: Annotated[Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")] = (
+        "conventional"
+    )
 
 
 class ToolDiscipline(_Section):
@@ -114,9 +106,9 @@ class Provider(_Section):
             allowed="empty, or an http:// or https:// URL",
         ),
     ] = ""
-    api_key: Annotated[
-        str, _doc("Provider API key. Secret: set it with LOPEN_PROVIDER__API_KEY, never in a file.")
-    ] = ""
+    api_key: Annotated[str, _doc("Provider API key. Secret: set it with LOPEN_PROVIDER__API_KEY, never in a file.")] = (
+        ""
+    )
     wire_api: Annotated[
         Literal["completions", "responses"], _doc("Provider API format (responses for GPT-5 series models).")
     ] = "completions"
@@ -128,17 +120,13 @@ class Provider(_Section):
 
 
 class Copilot(_Section):
-    cli_path: Annotated[
-        str, _doc('Copilot CLI binary; "" = COPILOT_CLI_PATH, then the copy bin/setup installed.')
-    ] = ""
+    cli_path: Annotated[str, _doc('Copilot CLI binary; "" = COPILOT_CLI_PATH, then the copy bin/setup installed.')] = ""
     retry_attempts: Annotated[Count, _doc("Retries of a rate-limited or transient model call.")] = 4
     retry_base_delay: Annotated[Seconds, _doc("First retry delay in seconds (doubles each retry).")] = 1.0
-    retry_max_delay: Annotated[
-        Seconds, _doc("Longest retry delay in seconds. Must not be below retry_base_delay.")
-    ] = 30.0
-    invocation_timeout: Annotated[Seconds, _doc("Seconds one invocation may run before it is stopped.")] = (
-        900.0
+    retry_max_delay: Annotated[Seconds, _doc("Longest retry delay in seconds. Must not be below retry_base_delay.")] = (
+        30.0
     )
+    invocation_timeout: Annotated[Seconds, _doc("Seconds one invocation may run before it is stopped.")] = 900.0
 
 
 class Store(_Section):

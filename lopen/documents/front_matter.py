@@ -16,7 +16,7 @@ _KEY = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSERS = ("---", "...")
 
 
-class FrontMatter(msgspec.Struct, frozen=True):
+class FrontMatter(msgspec.Struct, frozen=True, gc=False):
     """The parsed block: ``fields`` holds every key read; ``lines`` is how many source lines it spans."""
 
     fields: dict[str, str]

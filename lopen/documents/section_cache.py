@@ -26,7 +26,7 @@ from lopen.documents.paths import list_modules, spec_path
 from lopen.documents.sections import Document, read_document
 
 CACHE_DIR = Path(".lopen") / "cache" / "sections"
-_FORMAT = 1
+_FORMAT = 2
 _DOCUMENT = "document.msgpack"
 
 

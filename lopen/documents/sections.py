@@ -43,13 +43,19 @@ _NTH = re.compile(r"^(.*?)\s*#(\d+)$")
 _LISTED = 60  # how many section keys an error message lists
 
 
-class Section(msgspec.Struct, frozen=True):
-    """One heading and the text under it. Offsets index ``Document.source``; lines are 1-based."""
+class Section(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One heading and the text under it. Offsets index ``Document.source``; lines are 1-based.
+
+    ``parent`` is the index of the enclosing section in ``Document.sections`` (None at the top),
+    ``depth`` the length of its path (``Document.path_of``). Encoded as an array and kept out of
+    the garbage collector so that a cached document of tens of thousands of sections loads fast.
+    """
 
     title: str
     level: int
     key: str
-    path: tuple[str, ...]
+    parent: int | None
+    depth: int
     slug: str
     line: int
     end_line: int
@@ -59,7 +65,7 @@ class Section(msgspec.Struct, frozen=True):
     end: int
 
 
-class Document(msgspec.Struct):
+class Document(msgspec.Struct, gc=False):
     """A parsed Markdown file: its (normalized) source, front matter and sections in order."""
 
     path: str
@@ -92,7 +98,15 @@ class Document(msgspec.Struct):
 
     def top_level(self) -> list[Section]:
         """Sections directly under the title (or at the top when the document has no title)."""
-        return [s for i, s in enumerate(self.sections) if len(s.path) == 1 and i != self.title_index]
+        return [s for i, s in enumerate(self.sections) if s.depth == 1 and i != self.title_index]
+
+    def path_of(self, section: Section) -> tuple[str, ...]:
+        """The titles from the top (without the document title) down to ``section``."""
+        path = [section.title]
+        while section.parent is not None:
+            section = self.sections[section.parent]
+            path.append(section.title)
+        return tuple(reversed(path))
 
     def named(self, name: str, *, top_level_only: bool = False) -> Section | None:
         """The first section titled ``name`` (loosely compared), preferring top-level ones."""
@@ -111,7 +125,7 @@ class Document(msgspec.Struct):
         cleaned = " ".join(query.strip().lstrip("§").split())
         if not cleaned:
             raise DocumentError(f"empty section name for {label}; sections are: {self._listing()}")
-        hits = _lookup(self.sections, cleaned)
+        hits = _lookup(self, cleaned)
         if len(hits) == 1:
             return hits[0]
         if hits:
@@ -147,14 +161,16 @@ def _collapse(slug: str) -> str:
     return re.sub(r"-+", "-", slug).strip("-")
 
 
-def _lookup(sections: list[Section], query: str) -> list[Section]:
+def _lookup(doc: Document, query: str) -> list[Section]:
+    sections = doc.sections
     folded = query.casefold()
     hits = [s for s in sections if s.key.casefold() == folded]
     if hits:
         return hits
     if ">" in query:
         parts = [p.strip().casefold() for p in query.split(">") if p.strip()]
-        return [s for s in sections if [p.casefold() for p in s.path[-len(parts) :]] == parts]
+        candidates = [s for s in sections if s.depth >= len(parts) and s.title.casefold() == parts[-1]]
+        return [s for s in candidates if [p.casefold() for p in doc.path_of(s)[-len(parts) :]] == parts]
     hits = [s for s in sections if s.title.casefold() == folded]
     if hits:
         return hits
@@ -250,18 +266,19 @@ def parse_document(raw: str, origin: str = "") -> Document:
         open_stack.append(i)
 
     sections: list[Section] = []
-    ancestry: list[tuple[int, str]] = []
+    ancestry: list[tuple[int, int]] = []  # (level, index) of the open sections
     seen_keys: dict[str, int] = {}
     seen_slugs: dict[str, int] = {}
     for i, (level, line, after, title) in enumerate(headings):
         if i == title_index:
-            path: tuple[str, ...] = (title,)
+            parent, depth, key = None, 1, title
         else:
             while ancestry and ancestry[-1][0] >= level:
                 ancestry.pop()
-            ancestry.append((level, title))
-            path = tuple(t for _, t in ancestry)
-        key = " > ".join(path)
+            parent = ancestry[-1][1] if ancestry else None
+            depth = len(ancestry) + 1
+            key = " > ".join([*(headings[j][3] for _, j in ancestry), title])
+            ancestry.append((level, i))
         seen_keys[key.casefold()] = count = seen_keys.get(key.casefold(), 0) + 1
         if count > 1:
             key = f"{key}#{count}"
@@ -275,7 +292,8 @@ def parse_document(raw: str, origin: str = "") -> Document:
                 title=title,
                 level=level,
                 key=key,
-                path=path,
+                parent=parent,
+                depth=depth,
                 slug=slug,
                 line=line + 1,
                 end_line=max(end_lines[i], line + 1),

@@ -9,11 +9,14 @@ Errors make the check fail; warnings are reported but do not.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from lopen.documents.criteria import ACCEPTANCE_CRITERIA, SKILLS_AND_HOOKS, criteria_in, skills_and_hooks
+from lopen.documents.paths import list_modules
+from lopen.documents.section_cache import SectionCache, load_spec
 from lopen.documents.sections import Document, Section
 
 FRONT_MATTER_EXAMPLE = "a '---' block at the top with 'name: <module>' and 'description: <one line>' lines"
@@ -159,3 +162,14 @@ def _skills_gaps(doc: Document, section: Section, expected: str) -> list[Gap]:
             )
         ]
     return []
+
+
+def check_module(root: Path, module: str, cache: SectionCache | None = None) -> SpecCheck:
+    """The pattern check of ``module``'s specification (DocumentError when it has none)."""
+    return check_spec(load_spec(root, module, cache)[1], module)
+
+
+def check_modules(root: Path) -> dict[str, SpecCheck]:
+    """Every module with a specification → its check, by module name."""
+    cache = SectionCache(root)
+    return {module: check_module(root, module, cache) for module in list_modules(root)}

@@ -1,0 +1,100 @@
+"""The Conductor: the loop of one module run. It does no work itself — it asks the Assessor
+where the module stands, the Guardrail whether to go on, hands the step to the Planner or the
+TaskRunner, records what happened, and loops."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import pykka
+
+from actors.messages import Assessment, RunResult, StepOutcome
+from events import catalogue as ev
+from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
+
+CRITICAL = {"auth": "authentication failed", "fatal": "the model call failed", "model_unavailable": "no model left"}
+
+
+class ConductorActor(pykka.ThreadingActor):
+    def __init__(
+        self, run, *, assessor, guardrail, planner, task_runner, say: Callable[[str], None], stop_before: str = ""
+    ) -> None:
+        super().__init__()
+        self.run = run
+        self.assessor = assessor
+        self.guardrail = guardrail
+        self.planner = planner
+        self.task_runner = task_runner
+        self.say = say
+        self.stop_before = stop_before
+        self.failures: Counter[str] = Counter()
+
+    def run_module(self) -> RunResult:
+        last_step = self.run.current_step()
+        while True:
+            assessment: Assessment = self.assessor.assess().get()
+            if assessment.complete:
+                self.run.record(ev.SessionCompleted(reason=assessment.why))
+                self.say(f"✓ module {self.run.module} complete: {assessment.why}")
+                return self._end(0, "complete", assessment.why)
+            if self.stop_before and phase_of(assessment.step).value == self.stop_before:
+                self.run.record(ev.SessionPaused(reason=f"stopped before {self.stop_before} as asked"))
+                return self._end(0, "paused", f"{self.stop_before} is next: run `lopen build {self.run.module}`")
+            if assessment.step != last_step:
+                if last_step == 6 and assessment.step == 4:
+                    self._enter(7, "components remain")
+                self._enter(assessment.step, assessment.why)
+                last_step = assessment.step
+            decision = self.guardrail.check(self.run.invocation_count()).get()
+            if decision.action != "allow":
+                self.run.record(
+                    ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)
+                )
+                self.say(f"! {decision.category}: {decision.detail}")
+            if decision.action == "pause":
+                how = (
+                    "raise the budget (lopen config set budget.token_budget_per_module N) or "
+                    "workflow.max_iterations, then run again to resume"
+                )
+                self.run.record(ev.SessionPaused(reason=f"{decision.category}: {decision.detail}"))
+                return self._end(2, "paused", f"{decision.detail}; {how}")
+            outcome = self._dispatch(assessment, decision.budget_hint)
+            key = assessment.task or f"{assessment.kind}:{assessment.component}"
+            if outcome.ok:
+                self.say(f"✓ {outcome.detail}")
+                self.failures.pop(key, None)
+                continue
+            self.say(f"✗ {outcome.detail}")
+            if outcome.error_kind in CRITICAL:
+                self.run.record(ev.SessionFailed(reason=outcome.detail, error_kind=outcome.error_kind))
+                return self._end(1, "failed", f"{CRITICAL[outcome.error_kind]}: {outcome.detail}")
+            if outcome.error_kind in ("rate_limited", "transient"):
+                self.run.record(ev.SessionPaused(reason=outcome.detail, error_kind=outcome.error_kind))
+                return self._end(2, "paused", f"{outcome.detail}; run again later to resume")
+            self.failures[key] += 1
+            threshold = self.run.settings.workflow.failure_threshold
+            if self.failures[key] >= threshold:
+                detail = f"{key} failed {self.failures[key]} times in a row (workflow.failure_threshold={threshold})"
+                self.run.record(
+                    ev.GuardrailTripped(category="churn", level="pause", detail=detail), ev.SessionPaused(reason=detail)
+                )
+                return self._end(2, "paused", f"{detail}; fix the cause or edit the plan, then run again")
+
+    def _dispatch(self, assessment: Assessment, budget_hint: str) -> StepOutcome:
+        notes = self.run.pending_notes()
+        kind = Kind(assessment.kind)
+        if kind is Kind.PLANNING:
+            return self.planner.plan(assessment, budget_hint, notes).get()
+        if kind is Kind.TASK:
+            self.say(f"▶ task {assessment.task} ({assessment.why})")
+            return self.task_runner.run_task(assessment, budget_hint, notes).get()
+        return self.task_runner.verify_scope(assessment, budget_hint, notes).get()
+
+    def _enter(self, step: int, why: str) -> None:
+        phase = phase_of(step).value
+        self.run.record(ev.StepEntered(phase=phase, step=step, why=why))
+        self.say(f"→ step {step}/7 {STEP_NAMES[step]} ({phase}): {why}")
+
+    def _end(self, code: int, status: str, detail: str) -> RunResult:
+        return RunResult(exit_code=code, status=status, detail=detail, session_id=self.run.session_id)

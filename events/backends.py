@@ -1,0 +1,221 @@
+"""Storage under the store: the ``eventsourcing`` library's recorders, selected by URL.
+
+``""`` (or ``sqlite:///path``) → SQLite, by default ``<root>/.lopen/store.sqlite`` in WAL
+mode; ``postgresql://user:password@host:port/dbname?schema=lopen`` → PostgreSQL
+(``events.postgres``). Either way a ``Backend`` holds two recorders:
+
+- ``events``: the library's application recorder (stored events + notification log),
+  extended with ``select_stream`` (one stream's events with their notification ids);
+- ``views``: the library's tracking recorder, extended with a ``projection_rows``
+  table written atomically with the tracking position (see ``ViewRecorder``).
+
+Stream ids are stored as text originator ids (``session:<id>``, ``module:<name>``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError, Notification, Tracking
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteDatastore,
+    SQLiteTrackingRecorder,
+)
+
+from events.errors import StoreUnavailable, StoreWriteError
+
+LOCK_TIMEOUT = 10  # seconds a writer waits for another process's write transaction
+
+Row = tuple[str, str, bytes]  # (projection, key, encoded value)
+
+
+class Stale(Exception):
+    """Projection state moved on in the database while we computed ours."""
+
+
+class EventRecorder(Protocol):
+    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[Notification]: ...
+
+
+class ViewRecorder(Protocol):
+    """Projection rows and their tracking positions."""
+
+    def positions(self, names: Iterable[str]) -> dict[str, int | None]: ...
+
+    def load(self, projection: str, key: str) -> tuple[bytes | None, int]: ...
+
+    def load_all(self, projection: str) -> list[tuple[str, bytes]]: ...
+
+    def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:
+        """Upsert rows and advance tracking in one transaction; ``Stale`` if someone is ahead."""
+
+    def replace(self, names: Sequence[str], rows: Sequence[Row], position: int) -> None:
+        """Swap every row of ``names`` for ``rows`` at ``position``; ``Stale`` if someone is ahead."""
+
+
+class Backend:
+    def __init__(self, location: str, path: Path | None, events: Any, views: Any, datastore: Any) -> None:
+        self.location = location
+        self.path = path  # the SQLite file, None for PostgreSQL
+        self.events: ApplicationRecorder = events
+        self.views: ViewRecorder = views
+        self._datastore = datastore
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._datastore.close()
+
+
+def open_backend(root: Path, url: str = "") -> Backend:
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            from events.postgres import open_postgres
+        except ImportError as exc:
+            raise StoreUnavailable(
+                "store.url selects PostgreSQL, but the PostgreSQL driver (psycopg) is not installed",
+                str(exc),
+                "install it into Lopen's environment (pip install 'eventsourcing[postgres]'), "
+                "or clear store.url to use the embedded SQLite store",
+            ) from exc
+        return open_postgres(url)
+    if url and not url.startswith("sqlite:///"):
+        raise StoreUnavailable(
+            f"store.url {url.split('@')[-1]!r} is not a store URL Lopen knows",
+            "supported: empty (SQLite under .lopen/), sqlite:///<path>, postgresql://…",
+            "fix store.url in .lopen/config.json",
+        )
+    path = Path(url.removeprefix("sqlite:///")) if url else Path(root) / ".lopen" / "store.sqlite"
+    return open_sqlite(path)
+
+
+def check_writable(path: Path) -> None:
+    """Create the store's directory and prove it accepts new files; StoreWriteError naming the OS error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        with tempfile.TemporaryFile(dir=path.parent):  # WAL mode creates -wal/-shm files beside it
+            pass
+    except OSError as exc:
+        raise StoreWriteError(
+            f"cannot write the event store at {path}",
+            f"{exc.strerror or exc} (errno {exc.errno}) on {exc.filename or path.parent}",
+            f"make {path.parent} writable (and check free disk space), then run the command again",
+        ) from exc
+
+
+def open_sqlite(path: Path) -> Backend:
+    check_writable(path)
+    datastore = SQLiteDatastore(str(path), lock_timeout=LOCK_TIMEOUT, originator_id_type="text")
+    try:
+        events = SQLiteEventRecorder(datastore)
+        events.create_table()
+        views = SQLiteViewRecorder(datastore)
+        views.create_table()
+        events.max_notification_id()  # touches the last page: a damaged file fails here
+    except BaseException:
+        datastore.close()
+        raise
+    return Backend(str(path), path, events, views, datastore)
+
+
+class SQLiteEventRecorder(SQLiteApplicationRecorder):
+    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[Notification]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
+                "WHERE originator_id=? AND originator_version>? ORDER BY originator_version LIMIT ?",
+                (stream_id, after_version, limit),
+            )
+            return [Notification(stream_id, r[1], r[2], r[3], r[0]) for r in c.fetchall()]
+
+
+class SQLiteViewRecorder(SQLiteTrackingRecorder):
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            "CREATE TABLE IF NOT EXISTS projection_rows ("
+            "projection TEXT, key TEXT, value BLOB, PRIMARY KEY (projection, key)) WITHOUT ROWID",
+        ]
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A write transaction that takes the write lock first (BEGIN IMMEDIATE)."""
+        with self.datastore.get_connection(commit=True) as conn:
+            cursor = conn.cursor()
+            with cursor as c:
+                c.execute("BEGIN IMMEDIATE")
+                try:
+                    yield c
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+
+    def positions(self, names: Iterable[str]) -> dict[str, int | None]:
+        return {name: self.max_tracking_id(name) for name in names}
+
+    def load(self, projection: str, key: str) -> tuple[bytes | None, int]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT (SELECT value FROM projection_rows WHERE projection=? AND key=?), "
+                "(SELECT notification_id FROM tracking WHERE application_name=?)",
+                (projection, key, projection),
+            )
+            value, position = c.fetchone()
+            return value, position or 0
+
+    def load_all(self, projection: str) -> list[tuple[str, bytes]]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT key, value FROM projection_rows WHERE projection=? ORDER BY key", (projection,))
+            return [(k, v) for k, v in c.fetchall()]
+
+    def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:
+        with self._write() as c:
+            c.executemany(
+                "INSERT INTO projection_rows VALUES (?,?,?) "
+                "ON CONFLICT (projection, key) DO UPDATE SET value=excluded.value",
+                rows,
+            )
+            try:
+                for tracking in trackings:
+                    self._insert_tracking(c, tracking)
+            except (IntegrityError, sqlite3.IntegrityError) as exc:
+                raise Stale from exc
+
+    def replace(self, names: Sequence[str], rows: Sequence[Row], position: int) -> None:
+        marks = ",".join("?" * len(names))
+        with self._write() as c:
+            c.execute(f"SELECT MAX(notification_id) FROM tracking WHERE application_name IN ({marks})", names)
+            ahead = c.fetchone()[0]
+            if ahead is not None and ahead > position:
+                raise Stale
+            c.execute(f"DELETE FROM projection_rows WHERE projection IN ({marks})", names)
+            c.execute(f"DELETE FROM tracking WHERE application_name IN ({marks})", names)
+            c.executemany("INSERT INTO projection_rows VALUES (?,?,?)", rows)
+            for name in names:
+                self._insert_tracking(c, Tracking(name, position))
+
+
+def quarantine(path: Path) -> Path:
+    """Move a damaged store file (and its -wal/-shm) to ``.lopen/corrupted/``; never delete it."""
+    folder = path.parent / "corrupted"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = folder / f"{path.name}-{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = folder / f"{path.name}-{stamp}-{n}"
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(f"{path}{suffix}")
+        if source.exists():
+            os.replace(source, f"{dest}{suffix}")
+    return dest

@@ -1,0 +1,87 @@
+"""Errors of the event store. Each says what failed, why, and how to fix it.
+
+``events`` cannot import ``lopen``, so these mirror ``lopen.errors.LopenError``
+(``what``/``why``/``how`` and ``render()``); the CLI converts them.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """An event-store failure a user can act on."""
+
+    def __init__(self, what: str, why: str = "", how: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.why = why
+        self.how = how
+
+    def render(self) -> str:
+        lines = [f"error: {self.what}"]
+        if self.why:
+            lines.append(f"  why: {self.why}")
+        if self.how:
+            lines.append(f"  fix: {self.how}")
+        return "\n".join(lines)
+
+
+class ConcurrencyConflict(StoreError):
+    """Appending with a stale expected version: another writer got there first."""
+
+    def __init__(self, stream_id: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"stream {stream_id} changed under us: expected version {expected}, it is at {actual}",
+            "another writer appended to the same stream; nothing from this batch was recorded",
+            "re-read the stream and decide again; if two lopen runs work on one session, stop one",
+        )
+        self.stream_id = stream_id
+        self.expected = expected
+        self.actual = actual
+
+
+class StoreWriteError(StoreError):
+    """A critical write failure (read-only directory, disk full, I/O error)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (busy for too long, driver missing, bad URL)."""
+
+
+class StoreCorrupted(StoreError):
+    """The store file cannot be read; it has been moved aside, never deleted."""
+
+
+class UnknownEventType(StoreError):
+    """A stored event of a type this version of Lopen does not know."""
+
+
+class NewerSchemaVersion(StoreError):
+    """A stored event written by a newer Lopen than this one."""
+
+
+class ProjectionError(StoreError):
+    """An event a projection cannot apply, e.g. an invalid task transition."""
+
+    def __init__(self, projection: str, seq: int, detail: str) -> None:
+        super().__init__(
+            f"projection {projection!r} cannot apply event #{seq}: {detail}",
+            "the event history contradicts itself; Lopen reports it instead of skipping it",
+            f"inspect it with `lopen replay <session>` (look for #{seq}) and report it as a bug",
+        )
+        self.projection = projection
+        self.seq = seq
+        self.detail = detail
+
+
+class ModuleLocked(StoreError):
+    """Another lopen process is running the same module."""
+
+    def __init__(self, module: str, pid: int | None, path: str) -> None:
+        holder = f"pid {pid}" if pid else "another process"
+        super().__init__(
+            f"module {module!r} is already being run by {holder}",
+            f"only one lopen run per module at a time (lock {path})",
+            "wait for that run to finish or stop it; the lock is released when its process exits",
+        )
+        self.module = module
+        self.pid = pid

@@ -1,0 +1,136 @@
+"""PostgreSQL backend: selected by ``store.url = "postgresql://user:password@host:port/db?schema=s"``.
+
+Imported only when such a URL is configured; importing it without psycopg raises
+ImportError, which ``events.backends`` turns into a clear ``StoreUnavailable``.
+Not exercised by the test suite (no PostgreSQL server there); it mirrors the SQLite
+backend statement for statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from eventsourcing.persistence import IntegrityError, Notification, Tracking
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresTrackingRecorder
+from psycopg.sql import SQL, Identifier
+
+from events.backends import Backend, Row, Stale
+from events.errors import StoreUnavailable
+
+
+def open_postgres(url: str) -> Backend:
+    parts = urlsplit(url)
+    if not parts.hostname or not parts.path.strip("/"):
+        raise StoreUnavailable(
+            "store.url must name a host and a database: postgresql://user:password@host:port/dbname",
+            f"got {parts.scheme}://{parts.hostname or ''}{parts.path}",
+            "fix store.url in .lopen/config.json",
+        )
+    schema = parse_qs(parts.query).get("schema", [""])[0]
+    location = f"postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}"
+    try:
+        datastore = PostgresDatastore(
+            dbname=unquote(parts.path.strip("/")),
+            host=parts.hostname,
+            port=parts.port or 5432,
+            user=unquote(parts.username or ""),
+            password=unquote(parts.password or ""),
+            schema=schema,
+            originator_id_type="text",
+            pool_size=2,
+            max_overflow=4,
+        )
+        events = PgEventRecorder(datastore, events_table_name="stored_events")
+        events.create_table()
+        views = PgViewRecorder(datastore, tracking_table_name="notification_tracking")
+        views.create_table()
+    except Exception as exc:
+        raise StoreUnavailable(
+            f"cannot use the PostgreSQL event store at {location}",
+            str(exc).replace(parts.password or "\0", "[REDACTED]"),
+            "check that the server is reachable and store.url's user, password and database are right",
+        ) from exc
+    return Backend(location, None, events, views, datastore)
+
+
+class PgEventRecorder(PostgresApplicationRecorder):
+    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[Notification]:
+        statement = SQL(
+            "SELECT notification_id, originator_version, topic, state FROM {0}.{1} "
+            "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version LIMIT %s"
+        ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (stream_id, after_version, limit))
+            return [
+                Notification(stream_id, r["originator_version"], r["topic"], bytes(r["state"]), r["notification_id"])
+                for r in c.fetchall()
+            ]
+
+
+class PgViewRecorder(PostgresTrackingRecorder):
+    def __init__(self, datastore: PostgresDatastore, *, tracking_table_name: str) -> None:
+        super().__init__(datastore, tracking_table_name=tracking_table_name)
+        self.rows = Identifier(self.datastore.schema), Identifier("projection_rows")
+        self.tracking = Identifier(self.datastore.schema), Identifier(tracking_table_name)
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0}.{1} ("
+                "projection text, key text, value bytea, PRIMARY KEY (projection, key))"
+            ).format(*self.rows)
+        )
+
+    def positions(self, names: Iterable[str]) -> dict[str, int | None]:
+        return {name: self.max_tracking_id(name) for name in names}
+
+    def load(self, projection: str, key: str) -> tuple[bytes | None, int]:
+        statement = SQL(
+            "SELECT (SELECT value FROM {0}.{1} WHERE projection = %s AND key = %s) AS value, "
+            "(SELECT notification_id FROM {2}.{3} WHERE application_name = %s) AS position"
+        ).format(*self.rows, *self.tracking)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (projection, key, projection))
+            row = c.fetchone()
+            assert row is not None
+            value = bytes(row["value"]) if row["value"] is not None else None
+            return value, row["position"] or 0
+
+    def load_all(self, projection: str) -> list[tuple[str, bytes]]:
+        statement = SQL("SELECT key, value FROM {0}.{1} WHERE projection = %s ORDER BY key").format(*self.rows)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (projection,))
+            return [(r["key"], bytes(r["value"])) for r in c.fetchall()]
+
+    def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:
+        upsert = SQL(
+            "INSERT INTO {0}.{1} VALUES (%s, %s, %s) "
+            "ON CONFLICT (projection, key) DO UPDATE SET value = EXCLUDED.value"
+        ).format(*self.rows)
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(*self.rows))
+            c.executemany(upsert, rows)
+            try:
+                for tracking in trackings:
+                    self._insert_tracking(c, tracking)
+            except IntegrityError as exc:
+                raise Stale from exc
+
+    def replace(self, names: Sequence[str], rows: Sequence[Row], position: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(*self.rows))
+            c.execute(
+                SQL("SELECT MAX(notification_id) AS ahead FROM {0}.{1} WHERE application_name = ANY(%s)").format(
+                    *self.tracking
+                ),
+                (list(names),),
+            )
+            row = c.fetchone()
+            if row is not None and row["ahead"] is not None and row["ahead"] > position:
+                raise Stale
+            c.execute(SQL("DELETE FROM {0}.{1} WHERE projection = ANY(%s)").format(*self.rows), (list(names),))
+            c.execute(
+                SQL("DELETE FROM {0}.{1} WHERE application_name = ANY(%s)").format(*self.tracking), (list(names),)
+            )
+            c.executemany(SQL("INSERT INTO {0}.{1} VALUES (%s, %s, %s)").format(*self.rows), rows)
+            for name in names:
+                self._insert_tracking(c, Tracking(name, position))

@@ -1,0 +1,320 @@
+"""The read models, kept current from the store with the library's tracking.
+
+``Projections(store)`` (or ``store.projections``):
+
+- ``catch_up()`` applies the events stored since each projection's tracked position and
+  saves the changed rows with the new position in one transaction; ``follow()`` does the
+  same after every append in this process (a bus subscriber);
+- ``rebuild()`` recomputes everything from event #1 in memory and swaps it in atomically;
+  the result is byte-identical to the incrementally kept one (``digest()`` proves it);
+- queries read the saved rows: ``sessions.get(id) / .all() / .latest(module)``,
+  ``tokens.invocation(id) / .session(id) / .module(name)``, ``plan.get(module) / .markdown(module)``,
+  ``resume.get(session_id)``, ``modules.get(name) / .all()``.
+
+A projection missing its tracking position (new store, or a projection whose logic
+changed version) triggers a rebuild. An event a projection cannot apply raises
+``ProjectionError`` naming its seq; the events before it are saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from eventsourcing.persistence import Tracking
+
+from events.backends import Stale
+from events.bus import Subscription
+from events.errors import ProjectionError, StoreUnavailable
+from events.projections import modules, plan, resume, sessions, tokens
+from events.projections.base import Handler, Invalid, Projection, Table
+from events.projections.modules import ModuleProgress
+from events.projections.plan import PlanView
+from events.projections.resume import ResumePoint
+from events.projections.sessions import SessionView
+from events.projections.tokens import TokenTotals
+from events.recorded import Recorded
+
+if TYPE_CHECKING:
+    from events.store import EventStore
+
+PROJECTIONS: tuple[Projection, ...] = (
+    sessions.PROJECTION,
+    tokens.PROJECTION,
+    plan.PROJECTION,
+    resume.PROJECTION,
+    modules.PROJECTION,
+)
+
+__all__ = [
+    "PROJECTIONS",
+    "ModuleProgress",
+    "PlanView",
+    "Projections",
+    "ResumePoint",
+    "SessionView",
+    "TokenTotals",
+]
+
+_ENCODE = msgspec.json.Encoder(order="deterministic").encode
+CACHE_LIMIT = 20_000  # rows kept in memory between flushes
+
+
+class _Run:
+    """Tables being brought forward from ``positions`` (what the database holds)."""
+
+    def __init__(self, specs: Sequence[Projection], positions: dict[str, int], loader: Any) -> None:
+        self.specs = specs
+        self.positions = positions
+        self.tables = {
+            s.name: Table(s.row, (lambda key, name=s.name: loader(name, key)) if loader else None) for s in specs
+        }
+        self._dispatch: dict[type, list[tuple[str, Handler]]] = {}
+
+    def handlers(self, cls: type) -> list[tuple[str, Handler]]:
+        found = self._dispatch.get(cls)
+        if found is None:
+            found = self._dispatch[cls] = [
+                (s.name, h) for s in self.specs if (h := s.handlers.get(cls) or s.default) is not None
+            ]
+        return found
+
+    def apply(self, records: Sequence[Recorded]) -> None:
+        tables, positions = self.tables, self.positions
+        floor = min(positions.values(), default=0)
+        uniform = all(p == floor for p in positions.values())
+        for rec in records:
+            if rec.seq <= floor:
+                continue
+            event = rec.event
+            for name, handler in self.handlers(type(event)):
+                if uniform or rec.seq > positions[name]:
+                    try:
+                        handler(tables[name], rec.seq, event)
+                    except Invalid as exc:
+                        raise ProjectionError(name, rec.seq, str(exc)) from None
+
+
+class Projections:
+    def __init__(self, store: EventStore, specs: Sequence[Projection] = PROJECTIONS) -> None:
+        self.store = store
+        self.specs = tuple(specs)
+        self._views = store.backend.views
+        self._lock = threading.RLock()
+        self._run: _Run | None = None
+        self._subscription: Subscription | None = None
+        self.sessions = SessionQuery(self._views, sessions.PROJECTION)
+        self.tokens = TokenQuery(self._views, tokens.PROJECTION)
+        self.plan = PlanQuery(self._views, plan.PROJECTION)
+        self.resume = ResumeQuery(self._views, resume.PROJECTION)
+        self.modules = ModuleQuery(self._views, modules.PROJECTION)
+
+    # -- keeping current --------------------------------------------------------------------------
+
+    def catch_up(self) -> int:
+        """Apply every event stored since the last saved positions; return how many were read."""
+        with self._lock:
+            for _ in range(10):
+                try:
+                    return self._catch_up_once()
+                except Stale:
+                    self._run = None
+            raise StoreUnavailable(
+                "the projections kept moving while being brought up to date",
+                "other processes are updating them at the same time",
+                "run the command again",
+            )
+
+    def follow(self) -> Subscription:
+        """Keep the projections (and plan.md files) current after every append in this process."""
+        with self._lock:
+            self.catch_up()
+            if self._subscription is None:
+                self._subscription = self.store.subscribe(self._on_batch, batch=True)
+            return self._subscription
+
+    def rebuild(self) -> dict[str, Any]:
+        """Recompute every projection from event #1 and swap the result in atomically.
+
+        Returns ``{"events": n, "seconds": s, "rows": {projection: count}}``.
+        """
+        started = time.perf_counter()
+        with self._lock:
+            self._run = None
+            run = _Run(self.specs, {s.name: 0 for s in self.specs}, None)
+            position = events = 0
+            while True:
+                for page in self.store.pages(position, 5000):
+                    run.apply(page)
+                    events += len(page)
+                    position = page[-1].seq
+                run.positions = {s.name: position for s in self.specs}
+                rows = [
+                    (s.tracking_name, key, _ENCODE(row))
+                    for s in self.specs
+                    for key, row in sorted(run.tables[s.name].rows.items())
+                    if row is not None
+                ]
+                try:
+                    self._views.replace([s.tracking_name for s in self.specs], rows, position)
+                    break
+                except Stale:
+                    continue  # someone saved newer positions meanwhile: read on and try again
+            for s in self.specs:
+                if s.on_flush is not None:
+                    changed = {k: r for k, r in run.tables[s.name].rows.items() if r is not None}
+                    s.on_flush(self.store.root, changed)
+            counts = {s.name: sum(r is not None for r in run.tables[s.name].rows.values()) for s in self.specs}
+        return {"events": events, "seconds": time.perf_counter() - started, "rows": counts}
+
+    def digest(self) -> str:
+        """A hash over every saved row: equal digests mean byte-identical projections."""
+        h = hashlib.sha256()
+        for s in self.specs:
+            for key, value in self._views.load_all(s.tracking_name):
+                h.update(f"{s.tracking_name}\0{key}\0".encode())
+                h.update(value)
+                h.update(b"\0")
+        return h.hexdigest()
+
+    def _catch_up_once(self) -> int:
+        saved = self._views.positions([s.tracking_name for s in self.specs])
+        if any(p is None for p in saved.values()):
+            if self.store.last_seq() == 0:
+                return 0
+            return self.rebuild()["events"]
+        positions = {s.name: saved[s.tracking_name] or 0 for s in self.specs}
+        run = self._current_run(positions)
+        applied = 0
+        for page in self.store.pages(min(positions.values()), 2000):
+            self._apply_and_save(run, page)
+            applied += len(page)
+        return applied
+
+    def _current_run(self, positions: dict[str, int]) -> _Run:
+        if self._run is None or self._run.positions != positions:
+            self._run = _Run(self.specs, dict(positions), self._load)
+        return self._run
+
+    def _on_batch(self, records: list[Recorded]) -> None:
+        with self._lock:
+            run = self._run
+            if run is None or min(run.positions.values()) < records[0].seq - 1:
+                self.catch_up()  # a gap: read the missing events from the store
+                return
+            try:
+                self._apply_and_save(run, records)
+            except Stale:
+                self._run = None
+                self.catch_up()
+
+    def _apply_and_save(self, run: _Run, records: Sequence[Recorded]) -> None:
+        try:
+            run.apply(records)
+        except ProjectionError as exc:
+            # Save everything before the event that cannot be applied, then report it.
+            saved = dict(run.positions)
+            self._run = None
+            before = [r for r in records if r.seq < exc.seq]
+            if before:
+                retry = self._current_run(saved)
+                retry.apply(before)
+                self._save(retry, before[-1].seq)
+            raise
+        self._save(run, records[-1].seq)
+
+    def _save(self, run: _Run, position: int) -> None:
+        rows = []
+        changed: dict[str, dict[str, Any]] = {}
+        for s in self.specs:
+            table = run.tables[s.name]
+            changed[s.name] = {k: table.rows[k] for k in sorted(table.dirty)}
+            rows += [(s.tracking_name, k, _ENCODE(r)) for k, r in changed[s.name].items()]
+        trackings = [Tracking(s.tracking_name, position) for s in self.specs if run.positions[s.name] < position]
+        if not trackings:
+            return
+        self._views.save(rows, trackings)
+        for s in self.specs:
+            run.positions[s.name] = max(run.positions[s.name], position)
+            run.tables[s.name].dirty.clear()
+            if s.on_flush is not None and changed[s.name]:
+                s.on_flush(self.store.root, changed[s.name])
+            if len(run.tables[s.name].rows) > CACHE_LIMIT:
+                run.tables[s.name].rows.clear()
+
+    def _load(self, name: str, key: str) -> bytes | None:
+        value, position = self._views.load(self._spec(name).tracking_name, key)
+        run = self._run
+        if run is not None and position != run.positions[name]:
+            raise Stale  # another process saved newer rows: start over from its position
+        return value
+
+    def _spec(self, name: str) -> Projection:
+        return next(s for s in self.specs if s.name == name)
+
+
+class Query:
+    """Reads one projection's saved rows (call ``catch_up()`` first for the latest)."""
+
+    def __init__(self, views: Any, spec: Projection) -> None:
+        self._views = views
+        self._spec = spec
+        self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(spec.row).decode
+
+    def get(self, key: str) -> Any:
+        value, _ = self._views.load(self._spec.tracking_name, key)
+        return self._decode(value) if value is not None else None
+
+    def all(self) -> list[Any]:
+        return [self._decode(v) for _, v in self._views.load_all(self._spec.tracking_name)]
+
+
+class SessionQuery(Query):
+    def get(self, session_id: str) -> SessionView | None:
+        return super().get(session_id)
+
+    def all(self, include_deleted: bool = False) -> list[SessionView]:
+        """Sessions in the order they started (deleted ones only when asked)."""
+        rows: list[SessionView] = super().all()
+        return sorted((r for r in rows if include_deleted or not r.deleted), key=lambda r: r.first_seq)
+
+    def latest(self, module: str = "") -> SessionView | None:
+        found = [s for s in self.all() if not module or s.module == module]
+        return found[-1] if found else None
+
+
+class TokenQuery(Query):
+    def invocation(self, invocation_id: str) -> TokenTotals | None:
+        return self.get(f"invocation:{invocation_id}")
+
+    def session(self, session_id: str) -> TokenTotals | None:
+        return self.get(f"session:{session_id}")
+
+    def module(self, module: str) -> TokenTotals | None:
+        return self.get(f"module:{module}")
+
+
+class PlanQuery(Query):
+    def get(self, module: str) -> PlanView | None:
+        return super().get(module)
+
+    def markdown(self, module: str) -> str:
+        """What ``.lopen/modules/<module>/plan.md`` holds."""
+        return plan.render(self.get(module) or PlanView(module=module))
+
+
+class ResumeQuery(Query):
+    def get(self, session_id: str) -> ResumePoint | None:
+        return super().get(session_id)
+
+
+class ModuleQuery(Query):
+    def get(self, module: str) -> ModuleProgress | None:
+        return super().get(module)
+
+    def all(self) -> list[ModuleProgress]:
+        return super().all()

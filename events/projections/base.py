@@ -1,0 +1,66 @@
+"""What a projection is: a name, a row type, and handlers ``(table, seq, event) -> None``.
+
+A projection is a pure function of the event sequence. Its state is a table of
+rows (``msgspec.Struct``s) by key; handlers read rows with ``table.get``, change
+them, and mark them with ``table.put``. A handler that meets an event it cannot
+apply raises ``Invalid``; the runner reports it with the event's ``seq``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from events.catalogue import Event
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+_MISSING: Any = object()
+
+
+class Invalid(Exception):
+    """The event contradicts the projection's state (e.g. an invalid W5 transition)."""
+
+
+class Table(Generic[R]):
+    """One projection's rows, cached in memory; ``load`` fetches rows not seen yet."""
+
+    def __init__(self, row_type: type[R], load: Callable[[str], bytes | None] | None) -> None:
+        self.rows: dict[str, R | None] = {}
+        self.dirty: set[str] = set()
+        self._load = load
+        self._decode = msgspec.json.Decoder(row_type).decode
+
+    def get(self, key: str) -> R | None:
+        row = self.rows.get(key, _MISSING)
+        if row is _MISSING:
+            data = self._load(key) if self._load is not None else None
+            row = self.rows[key] = self._decode(data) if data is not None else None
+        return row
+
+    def put(self, key: str, row: R) -> None:
+        self.rows[key] = row
+        self.dirty.add(key)
+
+
+Handler = Callable[[Table[Any], int, Any], None]
+
+
+@dataclass(frozen=True)
+class Projection:
+    """``version`` names the logic: bumping it makes every store rebuild this projection."""
+
+    name: str
+    row: type[msgspec.Struct]
+    handlers: dict[type[Event], Handler]
+    default: Handler | None = None  # called for every event without a specific handler
+    version: int = 1
+    on_flush: Callable[[Path, dict[str, Any]], None] | None = field(default=None)  # (root, changed rows)
+
+    @property
+    def tracking_name(self) -> str:
+        return f"{self.name}@{self.version}"

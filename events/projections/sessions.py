@@ -1,0 +1,105 @@
+"""Session state: module, phase, step, status, current component and task — one row per session."""
+
+from __future__ import annotations
+
+import msgspec
+
+from events import catalogue as ev
+from events.projections.base import Handler, Projection, Table
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    id: str
+    module: str
+    status: str = "running"  # running | paused | completed | failed
+    phase: str = ""
+    step: int = 0
+    component: str = ""
+    task: str = ""
+    resumed_from: str = ""
+    reason: str = ""
+    error_kind: str = ""
+    deleted: bool = False
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    ended_at: float = 0.0
+    first_seq: int = 0
+    last_seq: int = 0
+    events: int = 0
+
+
+Sessions = Table[SessionView]
+
+
+def _row(t: Sessions, seq: int, e: ev.Event) -> SessionView | None:
+    if not e.session_id:
+        return None
+    row = t.get(e.session_id)
+    if row is None:
+        row = SessionView(id=e.session_id, module=e.module, started_at=e.at, first_seq=seq)
+    row.updated_at = e.at
+    row.last_seq = seq
+    row.events += 1
+    t.put(e.session_id, row)
+    return row
+
+
+def _any(t: Sessions, seq: int, e: ev.Event) -> None:
+    _row(t, seq, e)
+
+
+def _started(t: Sessions, seq: int, e: ev.SessionStarted) -> None:
+    if row := _row(t, seq, e):
+        row.resumed_from = e.resumed_from
+
+
+def _status(status: str) -> Handler:
+    def handle(t: Sessions, seq: int, e: ev.Event) -> None:
+        if row := _row(t, seq, e):
+            row.status = status
+            row.reason = getattr(e, "reason", "")
+            row.error_kind = getattr(e, "error_kind", "")
+            row.ended_at = e.at if status in ("completed", "failed") else 0.0
+
+    return handle
+
+
+def _deleted(t: Sessions, seq: int, e: ev.SessionDeleted) -> None:
+    if row := _row(t, seq, e):
+        row.deleted = True
+
+
+def _step(t: Sessions, seq: int, e: ev.StepEntered) -> None:
+    if row := _row(t, seq, e):
+        row.phase, row.step = e.phase, e.step
+
+
+def _component(t: Sessions, seq: int, e: ev.ComponentSelected) -> None:
+    if row := _row(t, seq, e):
+        row.component, row.task = e.component, ""
+
+
+def _task(t: Sessions, seq: int, e: ev.TaskStatusChanged) -> None:
+    if row := _row(t, seq, e):
+        if e.to_state == "in-progress":
+            row.task = e.task_id
+        elif e.to_state == "complete" and row.task == e.task_id:
+            row.task = ""
+
+
+PROJECTION = Projection(
+    name="sessions",
+    row=SessionView,
+    handlers={
+        ev.SessionStarted: _started,
+        ev.SessionPaused: _status("paused"),
+        ev.SessionResumed: _status("running"),
+        ev.SessionCompleted: _status("completed"),
+        ev.SessionFailed: _status("failed"),
+        ev.SessionDeleted: _deleted,
+        ev.StepEntered: _step,
+        ev.ComponentSelected: _component,
+        ev.TaskStatusChanged: _task,
+    },
+    default=_any,
+)

@@ -1,0 +1,82 @@
+"""Secrets never enter the store (S7): redact events before they are encoded.
+
+Two rules:
+- values shaped like secrets, anywhere in any string: GitHub tokens (``ghp_``,
+  ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), ``sk-…`` API keys,
+  AWS access key ids, ``Bearer …`` credentials, and ``token=…``/``api_key: …``
+  style assignments;
+- any value stored under a mapping key named like a secret (``api_key``,
+  ``token``, ``secret``, ``password``, ``authorization``, …).
+
+``redact_text`` is public so that logs can use the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+REDACTED = "[REDACTED]"
+
+_VALUE = re.compile(
+    r"(?:gh[pousr]_[A-Za-z0-9]{16,}"
+    r"|github_pat_[A-Za-z0-9_]{16,}"
+    r"|\bsk-[A-Za-z0-9_-]{12,}"
+    r"|\bAKIA[0-9A-Z]{16}\b)"
+)
+_BEARER = re.compile(r"\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+_ASSIGNMENT = re.compile(
+    r"((?:api[_-]?key|access[_-]?key|secret|password|passwd|token)(?:_[A-Za-z]+)*[\"']?\s*[=:]\s*[\"']?)"
+    r"(?!\[REDACTED\])([^\s\"'&,;]{4,})",
+    re.IGNORECASE,
+)
+_SECRET_KEY = re.compile(
+    r"api_?key|secret|passw(?:or)?d|private_?key|access_?key|authorization|credential|cookie"
+    r"|(?:^|_)(?:token|auth|pwd)(?:_|$)"
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Cheap pre-check over the encoded event: when nothing matches there is nothing to redact.
+_SUSPECT = re.compile(
+    rb"gh[pousr]_|github_pat_|\bsk-|AKIA|bearer\s|basic\s"
+    rb"|(?:api.?key|access.?key|private.?key|secret|passw|pwd|token|auth|credential|cookie)"
+    rb"[A-Za-z0-9_-]*[\"']?\s*[=:]",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """True for mapping keys whose values are secrets: ``api_key``, ``GITHUB_TOKEN``, ``apiKey``…"""
+    return bool(_SECRET_KEY.search(_CAMEL.sub("_", key).lower().replace("-", "_")))
+
+
+def redact_text(text: str) -> str:
+    """Replace secret-shaped substrings of ``text`` with ``[REDACTED]``."""
+    text = _VALUE.sub(REDACTED, text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def might_hold_secret(encoded: bytes) -> bool:
+    """Fast pre-check on an encoded event; false means it certainly holds no secret."""
+    return _SUSPECT.search(encoded) is not None
+
+
+def redact(value: Any) -> Any:
+    """Return ``value`` with secrets redacted; structs are rebuilt only when something changed."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, msgspec.Struct):
+        changes = {}
+        for name in value.__struct_fields__:
+            old = getattr(value, name)
+            new = redact(old)
+            if new is not old and new != old:
+                changes[name] = new
+        return msgspec.structs.replace(value, **changes) if changes else value
+    if isinstance(value, dict):
+        return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) else redact(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v) for v in value)
+    return value

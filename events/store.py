@@ -1,0 +1,294 @@
+"""The event store: the only state Lopen has.
+
+Public API (what the workflow calls)::
+
+    store = EventStore.open(root, url="")          # SQLite at <root>/.lopen/store.sqlite by default
+    sid = store.new_session_id(module, today=None, started=SessionStarted(...))
+    version = store.append(session_stream(sid), [StepEntered(phase="planning", step=2)],
+                           expected_version=None)  # int → optimistic concurrency
+    for rec in store.read_stream(session_stream(sid)): ...   # Recorded(seq, stream_id, version, event)
+    for rec in store.read_all(after=0): ...                  # every event, in seq order
+    sub = store.subscribe(callback)                # the in-process bus, after commit
+    store.projections.catch_up(); store.projections.session(sid)
+    store.close()
+
+Before storing, ``append`` fills an event's empty ``session_id``/``module`` from its
+stream and redacts secrets. ``expected_version`` is the stream's version the caller
+last saw (0 for a new stream); if the stream moved on, ``ConcurrencyConflict`` is raised
+and nothing of the batch is stored. With ``None`` the batch goes at the end of the stream.
+A batch is one transaction: all of it is stored, or none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from eventsourcing.persistence import IntegrityError, Notification, PersistenceError, StoredEvent
+
+from events.backends import Backend, open_backend, quarantine
+from events.bus import Bus, Subscription
+from events.catalogue import Event, SessionStarted
+from events.codec import Codec
+from events.errors import (
+    ConcurrencyConflict,
+    StoreCorrupted,
+    StoreError,
+    StoreUnavailable,
+    StoreWriteError,
+    UnknownEventType,
+)
+from events.recorded import Recorded, session_stream, stream_owner
+from events.redaction import might_hold_secret, redact
+
+if TYPE_CHECKING:
+    from events.projections import Projections
+
+PAGE = 1000
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+class EventStore:
+    def __init__(self, backend: Backend, root: Path, codec: Codec | None = None) -> None:
+        self.backend = backend
+        self.root = root
+        self.location = backend.location
+        self.codec = codec or Codec()
+        self._versions: dict[str, int] = {}
+        self._append_lock = threading.Lock()
+        self._bus = Bus(self.read_all)
+        self._projections: Projections | None = None
+
+    @classmethod
+    def open(cls, root: Path, url: str = "") -> EventStore:
+        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend."""
+        root = Path(root)
+        path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+        path = path or (None if url else root / ".lopen" / "store.sqlite")
+        try:
+            backend = open_backend(root, url)
+        except StoreError:
+            raise
+        except (PersistenceError, sqlite3.Error) as exc:
+            raise _translate(exc, "open", str(path or url), path) from exc
+        return cls(backend, root)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, stream_id: str, events: Sequence[Event], expected_version: int | None = None) -> int:
+        """Store ``events`` at the end of ``stream_id`` atomically; return the stream's new version."""
+        session_id, module = stream_owner(stream_id)
+        prepared = [self._prepare(e, session_id, module) for e in events]
+        topics = [self.codec.topic(e) for e in prepared]
+        payloads = [self.codec.encode(e) for e in prepared]
+        for i, payload in enumerate(payloads):
+            if might_hold_secret(payload):
+                prepared[i] = redact(prepared[i])
+                payloads[i] = self.codec.encode(prepared[i])
+        if not prepared:
+            return self.version(stream_id) if expected_version is None else expected_version
+        with self._append_lock:
+            for _ in range(20):
+                base = expected_version if expected_version is not None else self._known_version(stream_id)
+                stored = [
+                    StoredEvent(stream_id, base + i + 1, topic, payload)
+                    for i, (topic, payload) in enumerate(zip(topics, payloads, strict=True))
+                ]
+                try:
+                    with self._errors("append to"):
+                        ids = self.backend.events.insert_events(stored)
+                except IntegrityError:
+                    actual = self._versions[stream_id] = self.version(stream_id)
+                    if expected_version is not None:
+                        raise ConcurrencyConflict(stream_id, expected_version, actual) from None
+                    continue
+                break
+            else:
+                raise StoreUnavailable(
+                    f"could not append to {stream_id}: other writers kept getting there first",
+                    "twenty attempts in a row lost the race for the stream's next version",
+                    "make sure only one lopen run works on a session at a time",
+                )
+            self._versions[stream_id] = base + len(prepared)
+        assert ids is not None
+        recorded = [
+            Recorded(seq, stream_id, base + i + 1, e) for i, (seq, e) in enumerate(zip(ids, prepared, strict=True))
+        ]
+        self._bus.publish(recorded)
+        return base + len(prepared)
+
+    def new_session_id(
+        self, module: str, today: date | None = None, started: SessionStarted | None = None
+    ) -> str:
+        """Reserve ``<module>-YYYYMMDD-<n>`` by storing ``started`` as the new stream's first event.
+
+        Collisions (another process took ``n``) move on to ``n + 1``; ids are never reused.
+        """
+        day = (today or date.today()).strftime("%Y%m%d")
+        first = started or SessionStarted()
+        n = 1
+        while True:
+            session_id = f"{module}-{day}-{n}"
+            stream = session_stream(session_id)
+            if self.version(stream) == 0:
+                try:
+                    self.append(stream, [first], expected_version=0)
+                    return session_id
+                except ConcurrencyConflict:
+                    pass
+            n += 1
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def version(self, stream_id: str) -> int:
+        """The stream's current version: the number of events in it."""
+        with self._errors("read"):
+            last = self.backend.events.select_events(stream_id, desc=True, limit=1)
+        return last[0].originator_version if last else 0
+
+    def read_stream(self, stream_id: str, after_version: int = 0) -> Iterator[Recorded]:
+        """One stream's events in order, paged (constant memory)."""
+        while True:
+            with self._errors("read"):
+                page = self.backend.events.select_stream(stream_id, after_version, PAGE)  # type: ignore[attr-defined]
+            for n in page:
+                yield self._recorded(n)
+            if len(page) < PAGE:
+                return
+            after_version = page[-1].originator_version
+
+    def read_all(self, after: int = 0) -> Iterator[Recorded]:
+        """Every event with ``seq > after``, in ``seq`` order, paged (constant memory)."""
+        for page in self.pages(after):
+            yield from page
+
+    def pages(self, after: int = 0, size: int = PAGE) -> Iterator[list[Recorded]]:
+        """``read_all`` in lists of up to ``size`` events."""
+        while True:
+            with self._errors("read"):
+                page = self.backend.events.select_notifications(after, size, inclusive_of_start=False)
+            if page:
+                yield [self._recorded(n) for n in page]
+            if len(page) < size:
+                return
+            after = page[-1].id
+
+    def last_seq(self) -> int:
+        with self._errors("read"):
+            return self.backend.events.max_notification_id() or 0
+
+    def subscribe(
+        self, callback: Callable[[Any], None], *, after: int | None = None, batch: bool = False
+    ) -> Subscription:
+        """Call ``callback(recorded)`` for each event appended from now on (or after ``after``).
+
+        With ``batch=True`` the callback gets lists of ``Recorded``. A callback that raises is
+        logged and isolated, and catches up from the store on the next append.
+        """
+        return self._bus.subscribe(callback, self.last_seq() if after is None else after, batch)
+
+    @property
+    def projections(self) -> Projections:
+        """The read models (session state, tokens, plan, resume points, module progress)."""
+        if self._projections is None:
+            from events.projections import Projections
+
+            self._projections = Projections(self)
+        return self._projections
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _prepare(self, event: Event, session_id: str, module: str) -> Event:
+        if not isinstance(event, Event):
+            raise TypeError(f"not an event: {event!r}")
+        changes = {}
+        if session_id and event.session_id != session_id:
+            if event.session_id:
+                raise ValueError(f"{type(event).__name__} of session {event.session_id} appended to {session_id}")
+            changes["session_id"] = session_id
+        if event.module != module:
+            if event.module:
+                raise ValueError(f"{type(event).__name__} of module {event.module} appended to module {module}")
+            changes["module"] = module
+        return msgspec.structs.replace(event, **changes) if changes else event
+
+    def _known_version(self, stream_id: str) -> int:
+        version = self._versions.get(stream_id)
+        if version is None:
+            version = self._versions[stream_id] = self.version(stream_id)
+        return version
+
+    def _recorded(self, n: Notification) -> Recorded:
+        stream_id = str(n.originator_id)
+        try:
+            event = self.codec.decode(n.topic, n.state, f"#{n.id} in {stream_id}")
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UnknownEventType(
+                f"stored event #{n.id} in {stream_id} ({n.topic}) cannot be decoded: {exc}",
+                "its payload does not match its type",
+                "report it as a bug; the store itself is intact and other events are readable",
+            ) from exc
+        return Recorded(n.id, stream_id, n.originator_version, event)
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except (PersistenceError, sqlite3.Error) as exc:
+            error = _translate(exc, action, self.location, self.backend.path, self.backend)
+            raise error from exc
+
+
+def _translate(
+    exc: BaseException, action: str, location: str, path: Path | None, backend: Backend | None = None
+) -> StoreError:
+    """Turn a database error into a StoreError naming the path; quarantine a damaged file."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, sqlite3.Error):
+        cause = cause.__cause__ or cause.__context__
+    name = getattr(cause, "sqlite_errorname", "") or ""
+    message = str(cause or exc)
+    if path is not None and name.startswith(_CORRUPT):
+        if backend is not None:
+            backend.close()
+        dest = quarantine(path)
+        return StoreCorrupted(
+            f"the event store {path} cannot be read: {message}",
+            f"it was moved to {dest} for inspection (nothing was deleted)",
+            f"run the command again to start with a fresh, empty store; to go back, "
+            f"stop lopen and move {dest} back to {path}",
+        )
+    if name.startswith(_BUSY):
+        return StoreUnavailable(
+            f"the event store {location} stayed locked by another process",
+            message,
+            "another lopen command holds a long write transaction; try again in a moment",
+        )
+    if path is not None:
+        return StoreWriteError(
+            f"cannot {action} the event store {location}",
+            f"{message} ({name or type(exc).__name__})",
+            f"check free disk space and that {path.parent} is writable; events stored before this are safe",
+        )
+    return StoreUnavailable(f"cannot {action} the event store {location}", str(exc), "check store.url and the server")

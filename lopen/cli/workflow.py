@@ -1,0 +1,180 @@
+"""The workflow commands: `spec approve`, `run`, `plan`, `build`, `demo`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+MODULE = typer.Argument(..., help="The module, as named under docs/requirements/.")
+HEADLESS = typer.Option(False, "--headless", "-q", help="Plain line output; never wait for input.")
+PROMPT = typer.Option(
+    None,
+    "--prompt",
+    "-p",
+    help="What to build (drafts the spec when none exists) or a message for the next invocation.",
+)
+MODEL = typer.Option(None, "--model", help="Model for every phase (overrides models.*).")
+UNATTENDED = typer.Option(False, "--unattended", help="Do not stop for confirmations that can be skipped.")
+RESUME = typer.Option(None, "--resume", help="Resume this session id.")
+NO_RESUME = typer.Option(False, "--no-resume", help="Start a new session even when one is unfinished.")
+DEMO_DIR = typer.Option(None, "--dir", help="Build the example here instead of a temporary folder.")
+MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Pause after this many invocations.", min=1)
+
+
+def approve(module: str = MODULE) -> None:
+    """Approve a module's specification: the human gate between requirements and planning."""
+    from events.store import EventStore
+    from lopen.config import load_settings
+    from lopen.project import ensure_lopen_dir, find_root
+    from lopen.workflow.approval import approve_spec
+
+    root = find_root()
+    ensure_lopen_dir(root)
+    with EventStore.open(root, load_settings(root).store.url) as store:
+        approved, gaps = approve_spec(root, module, store)
+    typer.echo(f"✓ approved the specification of {module} ({len(approved.section_hashes)} sections hashed)")
+    for gap in gaps:
+        typer.echo(f"  note: {gap}")
+    typer.echo(f"next: lopen run {module}")
+
+
+def _settings(root: Path, model: str | None, max_iterations: int | None, unattended: bool):
+    from lopen.config import load_settings
+
+    overrides: dict[str, object] = {}
+    if model:
+        overrides.update({f"models.{phase}": model for phase in ("requirement_gathering", "planning", "building")})
+    if max_iterations:
+        overrides["workflow.max_iterations"] = max_iterations
+    if unattended:
+        overrides["workflow.unattended"] = True
+    return load_settings(
+        root,
+        overrides,
+        flag_names={
+            k: "--model" if k.startswith("models") else "--max-iterations" if "iterations" in k else "--unattended"
+            for k in overrides
+        },
+    )
+
+
+def _start(
+    module: str,
+    *,
+    prompt: str | None,
+    model: str | None,
+    resume: str | None,
+    no_resume: bool,
+    max_iterations: int | None,
+    unattended: bool,
+    stop_before: str = "",
+) -> None:
+    from lopen.auth import preflight
+    from lopen.documents.paths import spec_path, validate_module
+    from lopen.errors import LopenError
+    from lopen.project import ensure_lopen_dir, find_root
+    from lopen.workflow.engine import run_module
+
+    validate_module(module)
+    root = find_root()
+    settings = _settings(root, model, max_iterations, unattended)
+    if not spec_path(root, module).is_file():
+        raise LopenError(
+            f"module {module} has no specification",
+            f"Lopen builds from docs/requirements/{module}/SPECIFICATION.md",
+            f"write it (see docs/specifications.md), then `lopen spec approve {module}`"
+            + ("" if prompt else f"; or draft it with `lopen spec {module} --prompt '…'`"),
+        )
+    preflight(settings)
+    ensure_lopen_dir(root)
+    code, session_id, detail = run_module(
+        root, module, settings, typer.echo, resume=resume, no_resume=no_resume, stop_before=stop_before
+    )
+    typer.echo(("✓ " if code == 0 else "✗ " if code == 1 else "! ") + detail)
+    typer.echo(f"session {session_id}: lopen replay {session_id}")
+    raise typer.Exit(code)
+
+
+def run(
+    module: str = MODULE,
+    headless: bool = HEADLESS,
+    prompt: str | None = PROMPT,
+    model: str | None = MODEL,
+    unattended: bool = UNATTENDED,
+    resume: str | None = RESUME,
+    no_resume: bool = NO_RESUME,
+    max_iterations: int | None = MAX_ITERATIONS,
+) -> None:
+    """Run the whole workflow for a module: plan, build, verify, commit — resuming where it stands."""
+    _start(
+        module,
+        prompt=prompt,
+        model=model,
+        resume=resume,
+        no_resume=no_resume,
+        max_iterations=max_iterations,
+        unattended=unattended,
+    )
+
+
+def plan(
+    module: str = MODULE,
+    headless: bool = HEADLESS,
+    model: str | None = MODEL,
+    resume: str | None = RESUME,
+    no_resume: bool = NO_RESUME,
+) -> None:
+    """Run the planning phase only (steps 2–5) of an approved specification."""
+    _start(
+        module,
+        prompt=None,
+        model=model,
+        resume=resume,
+        no_resume=no_resume,
+        max_iterations=None,
+        unattended=False,
+        stop_before="building",
+    )
+
+
+def build(
+    module: str = MODULE,
+    headless: bool = HEADLESS,
+    model: str | None = MODEL,
+    unattended: bool = UNATTENDED,
+    resume: str | None = RESUME,
+    max_iterations: int | None = MAX_ITERATIONS,
+) -> None:
+    """Run the building phase (steps 6–7) of a planned module."""
+    from events.store import EventStore
+    from lopen.config import load_settings
+    from lopen.errors import LopenError
+    from lopen.project import find_root
+    from lopen.workflow.engine import unfinished_session
+
+    root = find_root()
+    with EventStore.open(root, load_settings(root).store.url) as store:
+        session = resume or unfinished_session(store, module)
+    if session is None:
+        raise LopenError(
+            f"module {module} has no plan to build",
+            "building works through a recorded plan",
+            f"run `lopen plan {module}` first",
+        )
+    _start(
+        module,
+        prompt=None,
+        model=model,
+        resume=session,
+        no_resume=False,
+        max_iterations=max_iterations,
+        unattended=unattended,
+    )
+
+
+def demo(directory: Path | None = DEMO_DIR) -> None:
+    """Build the bundled example module offline, against the bundled SCRIPTED model, through the real CLI."""
+    from lopen.workflow.demo import run_demo
+
+    raise typer.Exit(run_demo(directory, typer.echo))

@@ -1,0 +1,35 @@
+"""The human gate (W4): approving a spec records its hashes; drift is measured against them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from events import catalogue as ev
+from events.recorded import module_stream
+from events.store import EventStore
+from lopen.documents import acceptance_criteria, check_spec, load_spec
+from lopen.documents.hashing import section_hashes, spec_hash
+from lopen.errors import LopenError
+
+
+def approve_spec(root: Path, module: str, store: EventStore) -> tuple[ev.SpecApproved, list[str]]:
+    """Record the approval of the module's current spec; returns it and the spec check's gaps."""
+    _, doc = load_spec(root, module)
+    if not acceptance_criteria(doc):
+        raise LopenError(
+            f"the specification of {module} has no acceptance criteria",
+            "Lopen verifies the module against them; without them nothing can be checked",
+            f"add an `## Acceptance Criteria` checkbox list (see `lopen spec check {module}`)",
+        )
+    approved = ev.SpecApproved(spec_hash=spec_hash(doc), section_hashes=section_hashes(doc))
+    store.append(module_stream(module), [approved])
+    return approved, [f"{gap.part}: {gap.expected}" for gap in check_spec(doc, module).gaps]
+
+
+def approval(store: EventStore, module: str) -> ev.SpecApproved | None:
+    """The module's latest spec approval, if any."""
+    latest = None
+    for recorded in store.read_stream(module_stream(module)):
+        if isinstance(recorded.event, ev.SpecApproved):
+            latest = recorded.event
+    return latest

@@ -1,0 +1,96 @@
+"""`lopen demo`: the bundled example module built offline against the bundled scripted model.
+
+Everything but the model is real: the Copilot CLI and SDK, Lopen's tools, git, the event store.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import lopen
+from events.store import EventStore
+from lopen.config import load_settings
+from lopen.scripted_model import ScriptedModelServer, load_playbook
+from lopen.workflow.approval import approve_spec
+from lopen.workflow.engine import run_module
+
+PACKAGE = Path(lopen.__file__).parent
+EXAMPLE = PACKAGE / "examples" / "slugify"
+PLAYBOOK = PACKAGE / "playbooks" / "slugify.toml"
+MODULE = "slugify"
+MAIN_MODEL, ORACLE_MODEL = "scripted-opus", "scripted-mini"
+
+
+def prepare_project(target: Path) -> Path:
+    """Copy the example into ``target`` and make it a git repository with one commit."""
+    target.mkdir(parents=True, exist_ok=True)
+    if any(target.iterdir()):
+        raise lopen.errors.LopenError(
+            f"{target} is not empty",
+            "the demo builds the example from scratch there",
+            "pass an empty or new folder to --dir, or leave --dir out",
+        )
+    shutil.copytree(EXAMPLE, target, dirs_exist_ok=True)
+    (target / ".gitignore").write_text(".lopen/\n__pycache__/\n.pytest_cache/\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        [
+            "-c",
+            "user.name=Lopen Demo",
+            "-c",
+            "user.email=demo@lopen.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "chore: the example project",
+        ],
+    ):
+        subprocess.run(["git", *args], cwd=target, check=True, capture_output=True)
+    return target
+
+
+def demo_settings(root: Path, url: str):
+    overrides = {
+        "provider.type": "openai",
+        "provider.base_url": url,
+        "models.requirement_gathering": MAIN_MODEL,
+        "models.planning": MAIN_MODEL,
+        "models.building": MAIN_MODEL,
+        "models.research": MAIN_MODEL,
+        "models.oracle": ORACLE_MODEL,
+        "models.fallback": [],
+    }
+    return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "lopen demo"))
+
+
+def run_demo(directory: Path | None, say: Callable[[str], None], playbook: Path = PLAYBOOK) -> int:
+    root = prepare_project(directory or Path(tempfile.mkdtemp(prefix="lopen-demo-")))
+    say(f"Lopen demo — the example module `{MODULE}` in {root}")
+    say(f"SCRIPTED MODEL: answers come from {playbook.name}, not from a real model. The Copilot CLI, git and")
+    say("the event store are real.")
+    with ScriptedModelServer(load_playbook(playbook)) as server:
+        settings = demo_settings(root, server.url)
+        with EventStore.open(root, settings.store.url) as store:
+            approve_spec(root, MODULE, store)
+        say(f"✓ approved docs/requirements/{MODULE}/SPECIFICATION.md")
+        code, session_id, detail = run_module(root, MODULE, settings, say, no_resume=True)
+    say(("✓ " if code == 0 else "✗ ") + detail)
+    log = subprocess.run(
+        ["git", "log", "--format=%h %s", f"main..lopen/{MODULE}"], cwd=root, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    say("commits on lopen/slugify:\n" + "\n".join(f"  {line}" for line in log.splitlines()))
+    with EventStore.open(root, settings.store.url) as store:
+        store.projections.catch_up()
+        totals = store.projections.tokens.session(session_id)
+    if totals is not None:
+        say(
+            f"tokens: {totals.input} in, {totals.output} out, {totals.premium:g} premium requests, "
+            f"{totals.invocations} invocations"
+        )
+    say(f"session {session_id} — tell its story with: cd {root} && lopen replay {session_id}")
+    return code

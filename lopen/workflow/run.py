@@ -1,0 +1,159 @@
+"""One module run: the session's stream in the store, the repository, the spec — what the
+actors and Lopen's tools share. Every change goes through `record`, which appends to the store
+(optimistic concurrency on the session stream) and folds the event into the run's view."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from events import catalogue as ev
+from events.recorded import session_stream
+from events.store import EventStore
+from lopen.documents.criteria import acceptance_criteria, skills_and_hooks
+from lopen.documents.section_cache import load_spec
+from lopen.git import Repository
+from lopen.workflow.oracle import CommandResult, Evidence, Verdict, run_command
+from lopen.workflow.state import RunState
+from lopen.workflow.toolbox import PlanView, TaskView
+
+VERIFY_TESTS = "verify-tests"
+
+
+class Totals(msgspec.Struct, frozen=True):
+    tokens: int
+    premium: float
+
+
+class ModuleRun:
+    def __init__(
+        self, root: Path, module: str, session_id: str, settings: object, store: EventStore, repo: Repository
+    ) -> None:
+        self.root = root
+        self.module = module
+        self.session_id = session_id
+        self.settings = settings
+        self.store = store
+        self.repo = repo
+        self.stream = session_stream(session_id)
+        self.state = RunState(module)
+        self._lock = threading.RLock()
+        self._version = 0
+        self.verifier: Callable[[str, str, str, str], Verdict] | None = None
+        for recorded in store.read_stream(self.stream):
+            self.state.apply(recorded.event)
+            self._version = recorded.version
+
+    # recording -----------------------------------------------------------------------------------
+
+    def record(self, *events: ev.Event) -> None:
+        with self._lock:
+            self._version = self.store.append(self.stream, events, expected_version=self._version)
+            for event in events:
+                self.state.apply(event)
+
+    # views ---------------------------------------------------------------------------------------
+
+    def plan(self) -> PlanView:
+        with self._lock:
+            return self.state.plan()
+
+    def verified(self) -> set[tuple[str, str]]:
+        with self._lock:
+            return set(self.state.verified)
+
+    def invocation_count(self) -> int:
+        return self.state.invocations
+
+    def current_step(self) -> int:
+        return self.state.step
+
+    def session_totals(self) -> Totals:
+        return Totals(tokens=self.state.tokens, premium=self.state.premium)
+
+    def module_totals(self) -> Totals:
+        """Tokens and premium requests of every session of this module (budgets span sessions)."""
+        projections = self.store.projections
+        projections.catch_up()
+        module = projections.tokens.module(self.module)
+        return Totals(tokens=module.input + module.output, premium=module.premium) if module else Totals(0, 0.0)
+
+    def pending_notes(self) -> tuple[str, ...]:
+        with self._lock:
+            notes, self.state.notes = tuple(self.state.notes), []
+        return notes
+
+    def documents(self) -> ModuleRun:
+        return self
+
+    # the spec --------------------------------------------------------------------------------------
+
+    def hooks(self) -> dict[str, str]:
+        _, doc = load_spec(self.root, self.module)
+        return {h.name: h.command for h in skills_and_hooks(doc) if h.command}
+
+    def task_text(self, task: TaskView) -> str:
+        lines = [f"Task {task.id}: {task.name}", "", task.description]
+        if task.subtasks:
+            lines += ["", "Subtasks:", *(f"- [ ] {s}" for s in task.subtasks)]
+        if task.acceptance:
+            lines += ["", "Acceptance:", *(f"- {a}" for a in task.acceptance)]
+        return "\n".join(lines).strip()
+
+    # the repository --------------------------------------------------------------------------------
+
+    def start_scope(self, scope: str, target: str, head: str) -> None:
+        with self._lock:
+            self.state.baselines.setdefault((scope, target), head)
+            task = self.state.tasks.get(target) if scope == "task" else None
+            if task is not None:
+                self.state.baselines.setdefault(("component", task.component), head)
+                self.state.baselines.setdefault(("module", self.module), head)
+
+    def baseline(self, scope: str, target: str) -> str | None:
+        return self.state.baselines.get((scope, target)) or self.state.branch_base or None
+
+    def reopen_lost_tasks(self) -> None:
+        """A task recorded complete whose commit is no longer on the branch is re-opened (W3)."""
+        for task in list(self.state.tasks.values()):
+            if task.state == "complete" and task.commit and not self.repo.is_ancestor(task.commit):
+                self.record(ev.TaskReopened(task_id=task.spec.id, reason=f"commit {task.commit[:8]} is gone"))
+
+    def evidence(self, scope: str, target: str, notes: str) -> Evidence:
+        plan = self.plan()
+        hooks = self.hooks()
+        if scope == "task":
+            task = plan.task(target)
+            acceptance = list(task.acceptance) if task else []
+            component, task_id = (task.component if task else ""), target
+            commands = [(VERIFY_TESTS, hooks[VERIFY_TESTS])] if VERIFY_TESTS in hooks else []
+        else:
+            _, doc = load_spec(self.root, self.module)
+            acceptance = [f"[{c.id}] {c.text}" if c.id else c.text for c in acceptance_criteria(doc)]
+            component, task_id = (target if scope == "component" else ""), ""
+            commands = [
+                (name, command)
+                for name, command in hooks.items()
+                if name.startswith("verify-") and name != "verify-commit"
+            ]
+        base = self.baseline(scope, target)
+        results: list[CommandResult] = [run_command(name, command, self.root) for name, command in commands]
+        return Evidence(
+            module=self.module,
+            scope=scope,
+            target=target,
+            component=component,
+            task=task_id,
+            diff=self.repo.diff_since(base),
+            changed_files=self.repo.changed_files(base),
+            acceptance=acceptance,
+            commands=results,
+            notes=notes,
+        )
+
+    def verify(self, scope: str, target: str, notes: str, invocation_id: str) -> Verdict:
+        assert self.verifier is not None, "the oracle is not wired"
+        return self.verifier(scope, target, notes, invocation_id)

@@ -1,0 +1,135 @@
+"""The workflow's view of its own session, folded from the session's events.
+
+The Assessor decides from this view plus the repository; it is rebuilt from the store on every
+start, so it holds nothing a replay could not give back.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from events import catalogue as ev
+from lopen.workflow.toolbox import ComponentView, PlanView, TaskView, slugify
+
+
+class _Task(msgspec.Struct):
+    spec: ev.TaskSpec
+    component: str
+    state: str = "pending"
+    commit: str = ""
+    failures: int = 0
+
+
+class _Component(msgspec.Struct):
+    slug: str
+    spec: ev.ComponentSpec
+    tasks: list[str] = []
+
+
+class RunState:
+    def __init__(self, module: str = "") -> None:
+        self.module_name = module
+        self.components: dict[str, _Component] = {}
+        self.tasks: dict[str, _Task] = {}
+        self.selected = ""
+        self.verified: set[tuple[str, str]] = set()
+        self.baselines: dict[tuple[str, str], str] = {}
+        self.last_good_commit = ""
+        self.branch_base = ""
+        self.step = 0
+        self.invocations = 0
+        self.tokens = 0
+        self.premium = 0.0
+        self.notes: list[str] = []
+
+    def apply(self, event: ev.Event) -> None:
+        handler = getattr(self, "_on_" + type(event).__name__, None)
+        if handler is not None:
+            handler(event)
+
+    def _on_ComponentsRecorded(self, e: ev.ComponentsRecorded) -> None:
+        for spec in e.components:
+            slug = slugify(spec.name)
+            existing = self.components.get(slug)
+            self.components[slug] = _Component(slug=slug, spec=spec, tasks=existing.tasks if existing else [])
+
+    def _on_ComponentSelected(self, e: ev.ComponentSelected) -> None:
+        self.selected = e.component
+
+    def _on_TasksRecorded(self, e: ev.TasksRecorded) -> None:
+        component = self.components.get(e.component)
+        for spec in e.tasks:
+            self.tasks[spec.id] = _Task(spec=spec, component=e.component)
+            if component is not None and spec.id not in component.tasks:
+                component.tasks.append(spec.id)
+
+    def _on_TaskStatusChanged(self, e: ev.TaskStatusChanged) -> None:
+        task = self.tasks.get(e.task_id)
+        if task is not None:
+            task.state = e.to_state
+            task.failures += e.to_state == "failed"
+        if e.to_state != "complete":
+            self.verified.discard(("task", e.task_id))
+
+    def _on_CommitRecorded(self, e: ev.CommitRecorded) -> None:
+        if e.task_id in self.tasks:
+            self.tasks[e.task_id].commit = e.sha
+            self.last_good_commit = e.sha
+
+    def _on_BranchEnsured(self, e: ev.BranchEnsured) -> None:
+        self.branch_base = self.branch_base or e.base
+
+    def _on_TaskReopened(self, e: ev.TaskReopened) -> None:
+        task = self.tasks.get(e.task_id)
+        if task is not None:
+            task.state, task.commit = "pending", ""
+        self.verified.discard(("task", e.task_id))
+        if task is not None:
+            self.verified.discard(("component", task.component))
+        self.verified.discard(("module", self.module_name))
+
+    def _on_OracleVerdictRecorded(self, e: ev.OracleVerdictRecorded) -> None:
+        key = (e.scope, e.target)
+        if e.passed:
+            self.verified.add(key)
+        else:
+            self.verified.discard(key)
+
+    def _on_StepEntered(self, e: ev.StepEntered) -> None:
+        self.step = e.step
+
+    def _on_InvocationStarted(self, e: ev.InvocationStarted) -> None:
+        self.invocations += 1
+
+    def _on_TokensUsed(self, e: ev.TokensUsed) -> None:
+        self.tokens += e.input + e.output
+        self.premium += e.premium
+
+    def _on_CorrectiveInstructionIssued(self, e: ev.CorrectiveInstructionIssued) -> None:
+        self.notes.append(e.instruction)
+
+    def plan(self) -> PlanView:
+        components = []
+        for component in self.components.values():
+            tasks = tuple(
+                TaskView(
+                    id=t.spec.id,
+                    name=t.spec.name,
+                    component=component.slug,
+                    state=t.state,
+                    description=t.spec.description,
+                    subtasks=t.spec.subtasks,
+                    acceptance=t.spec.acceptance,
+                )
+                for t in (self.tasks[i] for i in component.tasks)
+            )
+            complete = (
+                bool(tasks)
+                and all(t.state == "complete" for t in tasks)
+                and (("component", component.slug) in self.verified)
+            )
+            status = (
+                "complete" if complete or (component.spec.status == "done" and not tasks) else (component.spec.status)
+            )
+            components.append(ComponentView(slug=component.slug, name=component.spec.name, status=status, tasks=tasks))
+        return PlanView(components=tuple(components), selected=self.selected)
