@@ -36,7 +36,6 @@ class ConductorActor(pykka.ThreadingActor):
             assessment: Assessment = self.assessor.assess().get()
             if assessment.complete:
                 self.run.record(ev.SessionCompleted(reason=assessment.why))
-                self.say(f"✓ module {self.run.module} complete: {assessment.why}")
                 return self._end(0, "complete", assessment.why)
             if self.stop_before and phase_of(assessment.step).value == self.stop_before:
                 self.run.record(ev.SessionPaused(reason=f"stopped before {self.stop_before} as asked"))

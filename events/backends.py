@@ -5,7 +5,8 @@ mode; ``postgresql://user:password@host:port/dbname?schema=lopen`` → PostgreSQ
 (``events.postgres``). Either way a ``Backend`` holds two recorders:
 
 - ``events``: the library's application recorder (stored events + notification log),
-  extended with ``select_stream`` (one stream's events with their notification ids);
+  extended with two plain-tuple reads for speed: ``scan`` (the notification log after a
+  position) and ``select_stream`` (one stream's events with their notification ids);
 - ``views``: the library's tracking recorder, extended with a ``projection_rows``
   table written atomically with the tracking position (see ``ViewRecorder``).
 
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from eventsourcing.persistence import ApplicationRecorder, IntegrityError, Notification, Tracking
+from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteDatastore,
@@ -35,6 +36,7 @@ from events.errors import StoreUnavailable, StoreWriteError
 LOCK_TIMEOUT = 10  # seconds a writer waits for another process's write transaction
 
 Row = tuple[str, str, bytes]  # (projection, key, encoded value)
+RawEvent = tuple[int, str, int, str, bytes]  # (notification id, stream id, version, topic, state)
 
 
 class Stale(Exception):
@@ -42,7 +44,9 @@ class Stale(Exception):
 
 
 class EventRecorder(Protocol):
-    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[Notification]: ...
+    def scan(self, after: int, limit: int) -> list[RawEvent]: ...
+
+    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]: ...
 
 
 class ViewRecorder(Protocol):
@@ -65,7 +69,7 @@ class Backend:
     def __init__(self, location: str, path: Path | None, events: Any, views: Any, datastore: Any) -> None:
         self.location = location
         self.path = path  # the SQLite file, None for PostgreSQL
-        self.events: ApplicationRecorder = events
+        self.events: EventRecorder = events
         self.views: ViewRecorder = views
         self._datastore = datastore
 
@@ -127,14 +131,23 @@ def open_sqlite(path: Path) -> Backend:
 
 
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
-    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[Notification]:
+    def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         with self.datastore.transaction(commit=False) as c:
+            c.row_factory = None  # plain tuples: much faster than sqlite3.Row
             c.execute(
-                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
-                "WHERE originator_id=? AND originator_version>? ORDER BY originator_version LIMIT ?",
-                (stream_id, after_version, limit),
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name} " + where,
+                params,
             )
-            return [Notification(stream_id, r[1], r[2], r[3], r[0]) for r in c.fetchall()]
+            return c.fetchall()
+
+    def scan(self, after: int, limit: int) -> list[RawEvent]:
+        return self._rows("WHERE rowid>? ORDER BY rowid LIMIT ?", (after, limit))
+
+    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]:
+        return self._rows(
+            "WHERE originator_id=? AND originator_version>? ORDER BY originator_version LIMIT ?",
+            (stream_id, after_version, limit),
+        )
 
 
 class SQLiteViewRecorder(SQLiteTrackingRecorder):

@@ -286,7 +286,8 @@ class Reverted(Event, kw_only=True):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__name__: cls for cls in Event.__subclasses__()  # direct subclasses only: flat catalogue
+    cls.__name__: cls
+    for cls in Event.__subclasses__()  # direct subclasses only: flat catalogue
 }
 
 TASK_STATES = ("pending", "in-progress", "complete", "failed")

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from events.catalogue import EVENT_TYPES, Event
-from events.errors import NewerSchemaVersion, UnknownEventType
+from events.errors import NewerSchemaVersion, UndecodableEvent, UnknownEventType
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -56,12 +56,19 @@ class Codec:
     def encode(self, event: Event) -> bytes:
         return self._encoder.encode(event)
 
-    def decode(self, topic: str, data: bytes, where: str = "") -> Event:
-        """Decode one stored event; ``where`` (e.g. ``"#12"``) goes into error messages."""
+    def decode(self, topic: str, data: bytes, seq: int = 0) -> Event:
+        """Decode one stored event; ``seq`` names it in error messages."""
         fast = self._decoders.get(topic)
         if fast is not None:
-            return fast(data)
-        return self._decode_slow(topic, data, where)
+            try:
+                return fast(data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise UndecodableEvent(
+                    f"stored event #{seq} ({topic}) cannot be decoded: {exc}",
+                    "its payload does not match its type",
+                    "report it as a bug; the store itself is intact and the other events are readable",
+                ) from exc
+        return self._decode_slow(topic, data, f"#{seq}")
 
     def _decode_slow(self, topic: str, data: bytes, where: str) -> Event:
         name, _, version_text = topic.partition("@")

@@ -55,6 +55,10 @@ class UnknownEventType(StoreError):
     """A stored event of a type this version of Lopen does not know."""
 
 
+class UndecodableEvent(StoreError):
+    """A stored event whose payload does not match its type."""
+
+
 class NewerSchemaVersion(StoreError):
     """A stored event written by a newer Lopen than this one."""
 

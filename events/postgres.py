@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from eventsourcing.persistence import IntegrityError, Notification, Tracking
+from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresTrackingRecorder
 from psycopg.sql import SQL, Identifier
 
-from events.backends import Backend, Row, Stale
+from events.backends import Backend, RawEvent, Row, Stale
 from events.errors import StoreUnavailable
 
 
@@ -55,17 +55,25 @@ def open_postgres(url: str) -> Backend:
 
 
 class PgEventRecorder(PostgresApplicationRecorder):
-    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[Notification]:
+    def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         statement = SQL(
-            "SELECT notification_id, originator_version, topic, state FROM {0}.{1} "
-            "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version LIMIT %s"
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}.{1} " + where
         ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
         with self.datastore.transaction(commit=False) as c:
-            c.execute(statement, (stream_id, after_version, limit))
+            c.execute(statement, params)
             return [
-                Notification(stream_id, r["originator_version"], r["topic"], bytes(r["state"]), r["notification_id"])
+                (r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]))
                 for r in c.fetchall()
             ]
+
+    def scan(self, after: int, limit: int) -> list[RawEvent]:
+        return self._rows("WHERE notification_id > %s ORDER BY notification_id LIMIT %s", (after, limit))
+
+    def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]:
+        return self._rows(
+            "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version LIMIT %s",
+            (stream_id, after_version, limit),
+        )
 
 
 class PgViewRecorder(PostgresTrackingRecorder):
@@ -103,8 +111,7 @@ class PgViewRecorder(PostgresTrackingRecorder):
 
     def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:
         upsert = SQL(
-            "INSERT INTO {0}.{1} VALUES (%s, %s, %s) "
-            "ON CONFLICT (projection, key) DO UPDATE SET value = EXCLUDED.value"
+            "INSERT INTO {0}.{1} VALUES (%s, %s, %s) ON CONFLICT (projection, key) DO UPDATE SET value = EXCLUDED.value"
         ).format(*self.rows)
         with self.datastore.transaction(commit=True) as c:
             c.execute(SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(*self.rows))

@@ -31,9 +31,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from eventsourcing.persistence import IntegrityError, Notification, PersistenceError, StoredEvent
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from events.backends import Backend, open_backend, quarantine
+from events.backends import Backend, RawEvent, open_backend, quarantine
 from events.bus import Bus, Subscription
 from events.catalogue import Event, SessionStarted
 from events.codec import Codec
@@ -43,7 +43,6 @@ from events.errors import (
     StoreError,
     StoreUnavailable,
     StoreWriteError,
-    UnknownEventType,
 )
 from events.recorded import Recorded, session_stream, stream_owner
 from events.redaction import might_hold_secret, redact
@@ -125,9 +124,7 @@ class EventStore:
         self._bus.publish(recorded)
         return base + len(prepared)
 
-    def new_session_id(
-        self, module: str, today: date | None = None, started: SessionStarted | None = None
-    ) -> str:
+    def new_session_id(self, module: str, today: date | None = None, started: SessionStarted | None = None) -> str:
         """Reserve ``<module>-YYYYMMDD-<n>`` by storing ``started`` as the new stream's first event.
 
         Collisions (another process took ``n``) move on to ``n + 1``; ids are never reused.
@@ -158,12 +155,11 @@ class EventStore:
         """One stream's events in order, paged (constant memory)."""
         while True:
             with self._errors("read"):
-                page = self.backend.events.select_stream(stream_id, after_version, PAGE)  # type: ignore[attr-defined]
-            for n in page:
-                yield self._recorded(n)
+                page = self.backend.events.select_stream(stream_id, after_version, PAGE)
+            yield from self._recorded(page)
             if len(page) < PAGE:
                 return
-            after_version = page[-1].originator_version
+            after_version = page[-1][2]
 
     def read_all(self, after: int = 0) -> Iterator[Recorded]:
         """Every event with ``seq > after``, in ``seq`` order, paged (constant memory)."""
@@ -174,16 +170,16 @@ class EventStore:
         """``read_all`` in lists of up to ``size`` events."""
         while True:
             with self._errors("read"):
-                page = self.backend.events.select_notifications(after, size, inclusive_of_start=False)
+                page = self.backend.events.scan(after, size)
             if page:
-                yield [self._recorded(n) for n in page]
+                yield self._recorded(page)
             if len(page) < size:
                 return
-            after = page[-1].id
+            after = page[-1][0]
 
     def last_seq(self) -> int:
         with self._errors("read"):
-            return self.backend.events.max_notification_id() or 0
+            return self.backend.events.max_notification_id() or 0  # type: ignore[attr-defined]
 
     def subscribe(
         self, callback: Callable[[Any], None], *, after: int | None = None, batch: bool = False
@@ -237,17 +233,9 @@ class EventStore:
             version = self._versions[stream_id] = self.version(stream_id)
         return version
 
-    def _recorded(self, n: Notification) -> Recorded:
-        stream_id = str(n.originator_id)
-        try:
-            event = self.codec.decode(n.topic, n.state, f"#{n.id} in {stream_id}")
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise UnknownEventType(
-                f"stored event #{n.id} in {stream_id} ({n.topic}) cannot be decoded: {exc}",
-                "its payload does not match its type",
-                "report it as a bug; the store itself is intact and other events are readable",
-            ) from exc
-        return Recorded(n.id, stream_id, n.originator_version, event)
+    def _recorded(self, rows: list[RawEvent]) -> list[Recorded]:
+        decode = self.codec.decode
+        return [Recorded(seq, sid, version, decode(topic, state, seq)) for seq, sid, version, topic, state in rows]
 
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:

@@ -168,8 +168,10 @@ def render(plan: PlanView) -> str:
     ]
     if plan.dependencies:
         lines += ["## Dependencies", ""]
-        lines += [f"- {d.name}" + (f" ({d.kind})" if d.kind else "") + (f": {d.reason}" if d.reason else "")
-                  for d in plan.dependencies]
+        lines += [
+            f"- {d.name}" + (f" ({d.kind})" if d.kind else "") + (f": {d.reason}" if d.reason else "")
+            for d in plan.dependencies
+        ]
         lines.append("")
     lines += ["## Components", ""]
     for c in plan.components:

@@ -7,14 +7,14 @@ What each kind of invocation gets, by priority (0 = most important):
   the research index 3; Notes, References 4.
 - ``planning`` (steps 2–5): Overview, the list of other sections 1; Acceptance Criteria,
   Dependencies 2; sections about components 3; Notes, the research index 4.
-- ``task`` (step 6): the task text 0 (never cut); the module's one-line description and the
-  acceptance criteria the task concerns 1 (those whose ids it cites; else those naming the
-  component or sharing enough keywords with it; else all), followed by the ids of the others;
-  sections whose heading names the component, whole 2; research documents the task cites 3 (by
-  file name, slug or title); passages of other sections — paragraphs, list items, code blocks —
-  that name the component or share enough keywords with the task, the best eight 4; the list of
-  the sections not sent 5. "Enough keywords" is 2 to 4 (a fifth of the task's keywords: its
-  words of four letters or more, minus common ones).
+- ``task`` (step 6): the task text 0 (never cut); the acceptance criteria the task concerns 1
+  (those whose ids it cites; else those naming the component or sharing enough keywords with it;
+  else all), followed by the ids of the others; sections whose heading names the component,
+  whole 2; research documents the task cites 3 (by file name, slug or title); passages of other
+  sections — paragraphs, list items, code blocks — that name the component or share enough
+  keywords with the task, the best eight 4; the list of the sections not sent 5. "Enough
+  keywords" is 2 to 4 (a fifth of the task's keywords: its words of four letters or more, minus
+  common ones).
 - ``module-verification``: Acceptance Criteria 1; Overview 2; Skills & Hooks 3.
 - ``oracle``: the task text when given 0 (never cut); Acceptance Criteria 1; sections whose
   heading names the component 2; Skills & Hooks 3.
@@ -23,11 +23,11 @@ Pieces appear in priority order (document order within one priority). Tokens are
 ``ceil(len(text) / 4)`` — about four characters per token for English prose and Markdown — and a
 budget of 0 means no limit. Over budget, pieces are cut from the lowest priority up (the later
 one first within a priority; a piece no longer than its marker is kept): the last piece cut
-keeps as many leading lines as fit when at least a fifth of it does, and every cut piece leaves
+keeps as many leading lines as fit when a fifth of it or 1000 tokens do, and every cut piece leaves
 a marker naming what was cut and the ``read_spec``/``read_research`` call that reads it.
 ``sections_sent`` names every piece sent (whole or truncated), ``cut`` every piece cut (wholly
 or partly) in the order it was cut: spec sections by key, research by file name, and `task`,
-`module`, `(title)`, `spec check`, `spec pattern`, `contents`, `research index`.
+`(title)`, `spec check`, `spec pattern`, `contents`, `research index`.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ Kind = Literal["spec", "planning", "task", "module-verification", "oracle"]
 KINDS: tuple[str, ...] = ("spec", "planning", "task", "module-verification", "oracle")
 DEFAULT_BUDGET_TOKENS = 24_000
 _PASSAGES = 8
+_USEFUL_HEAD_CHARS = 4000  # a truncated piece keeps its head when this much, or a fifth of it, fits
 _CONTAINERS = frozenset({"bullet_list_open", "ordered_list_open", "hr"})
 _CONTENTS_LIMIT = 80
 _STOP_TEXT = (
@@ -95,7 +96,7 @@ class _Piece(msgspec.Struct):
         body = self.body.strip()
         head = body[: max(0, keep_tokens * 4)]
         head = head[: head.rfind("\n")] if "\n" in head else ""
-        if len(head) * 5 < len(body) or not head.strip():
+        if (len(head) * 5 < len(body) and len(head) < _USEFUL_HEAD_CHARS) or not head.strip():
             return None
         rest = body.count("\n") - head.count("\n")
         how = f"; read it all with {self.reread}" if self.reread else ""
@@ -132,7 +133,7 @@ class _Builder:
         self.add(
             _Piece(
                 name=section.key,
-                label=f"spec section {json.dumps(section.key)} ({self.rel}, lines {section.line}-{last})",
+                label=f"spec § {section.key} (lines {section.line}-{last})",
                 body=doc.source[section.start : end],
                 priority=priority,
                 reread=f"read_spec({json.dumps(self.module)}, {json.dumps(section.key)})",
@@ -155,7 +156,7 @@ class _Builder:
         self.add(
             _Piece(
                 name="contents",
-                label=f"other sections of {self.rel} (read one with read_spec({json.dumps(self.module)}, <section>))",
+                label=f"other spec sections (read one with read_spec({json.dumps(self.module)}, <section>))",
                 body=listing,
                 priority=priority,
             )
@@ -170,11 +171,6 @@ class _Builder:
 
     def task(self, task: str) -> None:
         self.add(_Piece(name="task", label="task", body=task, priority=0, protected=True))
-
-    def description(self, priority: int) -> None:
-        fm = self.spec.front_matter
-        if fm and fm.description:
-            self.add(_Piece(name="module", label="module", body=f"{self.module}: {fm.description}", priority=priority))
 
     def component_sections(self, pattern: re.Pattern[str] | None, priority: int) -> None:
         """Sections whose heading names the component, whole."""
@@ -206,11 +202,11 @@ class _Builder:
         others = [c.id or f"line {c.line}" for c in items if c not in chosen]
         reread = f"read_spec({json.dumps(self.module)}, {json.dumps(section.key)})"
         if others:
-            lines.append(f"\nOther criteria of the module (read them with {reread}): {', '.join(others)}")
+            lines.append(f"\nOther criteria: {', '.join(others)} (read them with {reread})")
         self.add(
             _Piece(
                 name=section.key,
-                label=f"acceptance criteria for this task ({self.rel})",
+                label=f"spec § {section.key}, the criteria this task concerns",
                 body="\n".join(lines),
                 priority=priority,
                 reread=reread,
@@ -225,7 +221,9 @@ class _Builder:
         """
         scored: list[tuple[int, int, Section, str]] = []
         for section in self._candidates():
-            if section.start in self.used:
+            own = self.spec.body_text(section)
+            relevant = _score(own, wanted) >= _threshold(wanted) or (pattern and pattern.search(own))
+            if section.start in self.used or not relevant:
                 continue
             for line, text in _passages(self.spec, section):
                 shared = _score(text, wanted)
@@ -244,7 +242,7 @@ class _Builder:
             self.add(
                 _Piece(
                     name=section.key,
-                    label=f"from spec section {json.dumps(section.key)} ({self.rel}, lines "
+                    label=f"spec § {section.key}, excerpt (line{'s' * (len(chosen) > 1)} "
                     + ", ".join(str(line) for line, _ in chosen)
                     + ")",
                     body="\n[…]\n".join(text for _, text in chosen),
@@ -381,7 +379,6 @@ def assemble_context(
         pattern = _phrase_pattern(component) if component else None
         wanted = _keywords(task)
         b.task(task)
-        b.description(1)
         b.criteria(task, pattern, wanted, 1)
         b.component_sections(pattern, 2)
         b.cited_research(task, 3)

@@ -65,6 +65,19 @@ class LoggedRequest(msgspec.Struct):
         return [message_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
 
 
+_CWD = re.compile(r"^\* Current working directory: (.+)$", re.M)
+
+
+def _with_cwd(arguments: str, body: dict[str, Any]) -> str:
+    """Replace ``{{cwd}}`` with the session's working directory, as the CLI's system prompt states it."""
+    if "{{cwd}}" not in arguments:
+        return arguments
+    system = next((m.get("content") for m in body.get("messages", []) if m.get("role") == "system"), "") or ""
+    found = _CWD.search(system if isinstance(system, str) else str(system))
+    cwd = found.group(1).strip() if found else "."
+    return arguments.replace("{{cwd}}", msgspec.json.encode(cwd).decode()[1:-1])
+
+
 class _Answer(msgspec.Struct, frozen=True):
     kind: ResponseKind
     rule: str | None
@@ -368,7 +381,7 @@ class _Handler(BaseHTTPRequestHandler):
             {
                 "id": f"{prefix}_{i}",
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.encoded_arguments()},
+                "function": {"name": call.name, "arguments": _with_cwd(call.encoded_arguments(), body)},
             }
             for i, call in enumerate(turn.tool_calls)
         ]

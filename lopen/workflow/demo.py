@@ -68,12 +68,18 @@ def demo_settings(root: Path, url: str):
     return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "lopen demo"))
 
 
-def run_demo(directory: Path | None, say: Callable[[str], None], playbook: Path = PLAYBOOK) -> int:
+def run_demo(
+    directory: Path | None,
+    say: Callable[[str], None],
+    playbook: Path = PLAYBOOK,
+    server: ScriptedModelServer | None = None,
+) -> int:
+    """Build the example in ``directory``; ``server`` lets a caller watch the scripted model's log."""
     root = prepare_project(directory or Path(tempfile.mkdtemp(prefix="lopen-demo-")))
     say(f"Lopen demo — the example module `{MODULE}` in {root}")
     say(f"SCRIPTED MODEL: answers come from {playbook.name}, not from a real model. The Copilot CLI, git and")
     say("the event store are real.")
-    with ScriptedModelServer(load_playbook(playbook)) as server:
+    with server or ScriptedModelServer(load_playbook(playbook)) as server:
         settings = demo_settings(root, server.url)
         with EventStore.open(root, settings.store.url) as store:
             approve_spec(root, MODULE, store)

@@ -22,6 +22,7 @@ from lopen.errors import InterventionRequired, LopenError
 from lopen.git import Repository
 from lopen.workflow.approval import approval
 from lopen.workflow.invoke import Invoker
+from lopen.workflow.renderer import renderer
 from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind
 
@@ -111,6 +112,7 @@ def run_module(
             session_id = open_session(store, module, settings, resume=resume, no_resume=no_resume)
             say(f"session {session_id}")
             run = ModuleRun(root, module, session_id, settings, store, repo)
+            store.subscribe(renderer(say))
             with Gateway(gateway_config(settings, root)) as gateway:
                 invoker = Invoker(run, gateway.invoke, settings)
                 git = GitActor.start(run, repo).proxy()

@@ -1,0 +1,3 @@
+from lopen.cli import main
+
+main()

@@ -1,0 +1,284 @@
+"""`lopen replay`, `lopen projections rebuild` and `lopen session list|show|delete|prune`.
+
+Everything here reads the event store (`events`); store errors become `LopenError`s.
+Deleting or pruning a session records `SessionDeleted`: the session leaves the lists, its
+events stay in the store (the audit trail is never rewritten) and `lopen replay` still shows it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from events.projections import SessionView
+    from events.store import EventStore
+
+DEFAULT_RETENTION = 10
+
+session_app = typer.Typer(name="session", help="List, show, delete and prune sessions.", no_args_is_help=True)
+projections_app = typer.Typer(
+    name="projections", help="Maintain the read models built from events.", no_args_is_help=True
+)
+
+
+class Format(StrEnum):
+    md = "md"
+    json = "json"
+    yaml = "yaml"
+
+
+FORMAT_OPTION = typer.Option(Format.md, "--format", "-f", help="md, json or yaml.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `replay`, `projections` and `session` to the `lopen` app."""
+    app.command("replay")(replay)
+    app.add_typer(projections_app, name="projections")
+    app.add_typer(session_app, name="session")
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _settings(root: Path) -> tuple[str, int]:
+    """(store.url, session.retention) from the settings, or the defaults while lopen.config is absent."""
+    try:
+        from lopen.config import load_settings
+    except ModuleNotFoundError:
+        return "", DEFAULT_RETENTION
+    settings = load_settings(root)
+    return settings.store.url, settings.session.retention
+
+
+@contextlib.contextmanager
+def _store() -> Iterator[EventStore]:
+    """The project's store; store errors (write failures, corruption, conflicts) become LopenErrors."""
+    from events.errors import StoreError
+    from events.store import EventStore
+    from lopen.errors import LopenError
+    from lopen.project import find_root
+
+    root = find_root()
+    url, _ = _settings(root)
+    try:
+        with EventStore.open(root, url) as store:
+            yield store
+    except StoreError as exc:
+        raise LopenError(exc.what, exc.why, exc.how) from exc
+
+
+def _session_or_fail(store: EventStore, session_id: str | None) -> SessionView:
+    from lopen.errors import LopenError
+
+    views = store.projections
+    views.catch_up()
+    session = views.sessions.get(session_id) if session_id else views.sessions.latest()
+    if session is None or session.deleted:
+        what = f"no session {session_id}" if session_id else "no sessions yet"
+        why = "it was deleted" if session is not None else f"the event store at {store.location} has none by that id"
+        raise LopenError(
+            what, why if session_id else "nothing has been run in this project", "see `lopen session list`"
+        )
+    return session
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) + "Z" if at else "-"
+
+
+def _write(lines: Iterator[bytes]) -> None:
+    """Stream lines to stdout; a closed pipe (e.g. `| head`) ends quietly."""
+    out = sys.stdout.buffer
+    try:
+        for line in lines:
+            out.write(line)
+        out.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        raise typer.Exit(0) from None
+
+
+# -- commands ------------------------------------------------------------------------------------------
+
+
+def replay(
+    session_id: str = typer.Argument(..., metavar="SESSION", help="The session id, e.g. auth-20261126-1."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line: seq, type, at and the fields."),
+) -> None:
+    """Print a session's history, one event per line, in order (for audit)."""
+    from events import replay as rp
+    from events.recorded import parse_session_id, session_stream
+    from lopen.errors import LopenError
+
+    try:
+        parse_session_id(session_id)
+    except ValueError as exc:
+        raise LopenError(str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`") from None
+    with _store() as store:
+        if store.version(session_stream(session_id)) == 0:
+            raise LopenError(
+                f"no session {session_id}",
+                f"the event store at {store.location} has no events for it",
+                "see `lopen session list`",
+            )
+        if as_json:
+            _write(rp.json_lines(store, session_id))
+        else:
+            _write(f"{line}\n".encode() for line in rp.text_lines(store, session_id))
+
+
+@projections_app.command("rebuild")
+def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object.")) -> None:
+    """Throw the projections away and rebuild them from every stored event."""
+    import msgspec
+
+    with _store() as store:
+        views = store.projections
+        views.catch_up()
+        before = views.digest()
+        result = views.rebuild()
+        identical = views.digest() == before
+    if as_json:
+        typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
+        return
+    seconds = result["seconds"]
+    rate = result["events"] / seconds if seconds else 0.0
+    typer.echo(
+        f"rebuilt {len(result['rows'])} projections from {result['events']:,} events "
+        f"in {seconds:.2f} s ({rate:,.0f} events/s)"
+    )
+    for name, rows in result["rows"].items():
+        typer.echo(f"  {name:<10} {rows:>7,} rows")
+    typer.echo(f"identical to the projections kept incrementally: {'yes' if identical else 'NO'}")
+
+
+@session_app.command("list")
+def list_sessions(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")) -> None:
+    """List the sessions (oldest first), with status, step and tokens."""
+    import msgspec
+
+    with _store() as store:
+        views = store.projections
+        views.catch_up()
+        rows = []
+        for s in views.sessions.all():
+            tokens = views.tokens.session(s.id)
+            rows.append(
+                {
+                    "id": s.id,
+                    "module": s.module,
+                    "status": s.status,
+                    "phase": s.phase,
+                    "step": s.step,
+                    "started_at": s.started_at,
+                    "updated_at": s.updated_at,
+                    "resumed_from": s.resumed_from,
+                    "tokens": tokens.total if tokens else 0,
+                }
+            )
+    if as_json:
+        typer.echo(msgspec.json.encode(rows).decode())
+        return
+    if not rows:
+        typer.echo("no sessions yet: `lopen run <module>` starts one")
+        return
+    header = ("SESSION", "MODULE", "STATUS", "STEP", "STARTED", "TOKENS")
+    table = [header] + [
+        (
+            r["id"],
+            r["module"],
+            r["status"],
+            f"{r['step']} {r['phase']}".strip(),
+            _when(r["started_at"]),
+            f"{r['tokens']:,}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+@session_app.command("show")
+def show(
+    session_id: str | None = typer.Argument(None, metavar="[SESSION]", help="The session id (default: the latest)."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
+    import msgspec
+
+    from events.projections.plan import PlanView
+    from events.report import session_report, to_markdown, to_yaml
+
+    with _store() as store:
+        session = _session_or_fail(store, session_id)
+        views = store.projections
+        report = session_report(views, session.id)
+        plan = views.plan.get(session.module) or PlanView(module=session.module)
+    assert report is not None
+    if fmt is Format.json:
+        typer.echo(msgspec.json.format(msgspec.json.encode(report)).decode())
+    elif fmt is Format.yaml:
+        typer.echo(to_yaml(report), nl=False)
+    else:
+        typer.echo(to_markdown(report, plan), nl=False)
+
+
+@session_app.command("delete")
+def delete(session_id: str = typer.Argument(..., metavar="SESSION", help="The session id.")) -> None:
+    """Delete a session from the lists (its events stay in the store for audit)."""
+    from events import catalogue as ev
+    from events.locks import ModuleLock
+    from events.recorded import session_stream
+    from lopen.errors import LopenError
+
+    with _store() as store:
+        session = _session_or_fail(store, session_id)
+        holder = ModuleLock(store.root, session.module).holder()
+        if session.status == "running" and holder is not None:
+            raise LopenError(
+                f"session {session_id} is running",
+                f"lopen (pid {holder}) is working on module {session.module}",
+                "stop that run first, then delete the session",
+            )
+        store.append(session_stream(session_id), [ev.SessionDeleted(reason="lopen session delete")])
+    typer.echo(f"deleted session {session_id} (its events stay in the store; `lopen replay {session_id}` shows them)")
+
+
+@session_app.command("prune")
+def prune(
+    keep: int | None = typer.Option(
+        None, "--keep", min=0, help="Completed sessions to keep per module (default: session.retention)."
+    ),
+) -> None:
+    """Delete all but the newest completed sessions of each module (session.retention, default 10)."""
+    from events import catalogue as ev
+    from events.recorded import session_stream
+    from lopen.project import find_root
+
+    retention = keep if keep is not None else _settings(find_root())[1]
+    pruned = []
+    with _store() as store:
+        views = store.projections
+        views.catch_up()
+        by_module: dict[str, list[str]] = {}
+        for s in views.sessions.all():
+            if s.status == "completed":
+                by_module.setdefault(s.module, []).append(s.id)
+        for module, ids in by_module.items():
+            for session_id in ids[: max(len(ids) - retention, 0)]:
+                reason = f"lopen session prune: keeping the newest {retention} completed sessions of {module}"
+                store.append(session_stream(session_id), [ev.SessionDeleted(reason=reason)])
+                pruned.append(session_id)
+    for session_id in pruned:
+        typer.echo(f"deleted {session_id}")
+    typer.echo(f"pruned {len(pruned)} sessions; kept the newest {retention} completed per module")

@@ -1,0 +1,140 @@
+"""The whole workflow end to end: real CLI, real git, real store, the scripted model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from events import catalogue as ev
+from events.recorded import session_stream
+from events.store import EventStore
+from lopen.scripted_model import ScriptedModelServer, load_playbook
+from lopen.workflow.demo import PLAYBOOK, prepare_project, run_demo
+
+pytestmark = pytest.mark.e2e
+FALSE_CLAIM = Path(__file__).parents[1] / "playbooks" / "slugify_false_claim.toml"
+
+
+def build(tmp_path: Path, cli_path: str, playbook: Path = PLAYBOOK):
+    os.environ.setdefault("COPILOT_CLI_PATH", cli_path)
+    server = ScriptedModelServer(load_playbook(playbook))
+    lines: list[str] = []
+    root = tmp_path / "project"
+    code = run_demo(root, lines.append, playbook, server=server)
+    store = EventStore.open(root)
+    (session,) = store.projections.sessions.all()
+    events = [r.event for r in store.read_stream(session_stream(session.id))]
+    return code, root, server, store, session, events, lines
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, cli_path):
+    """One demo build shared by the tests that only read what it did."""
+    return build(tmp_path_factory.mktemp("demo"), cli_path)
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_example_is_planned_built_verified_and_committed(demo_run):
+    code, root, server, store, session, events, lines = demo_run
+
+    assert code == 0, "\n".join(lines)
+    store.projections.catch_up()
+    assert store.projections.sessions.get(session.id).status == "completed"
+    done = {e.task_id for e in events if isinstance(e, ev.TaskStatusChanged) and e.to_state == "complete"}
+    assert done == {"core/1", "core/2", "cli/1"}
+    commits = git(root, "log", "--format=%s", "main..lopen/slugify").splitlines()
+    assert commits == [
+        "feat(slugify): Command-line entry point in cli",
+        "feat(slugify): Join words with a separator in core",
+        "feat(slugify): Normalize text in core",
+    ]
+    assert git(root, "status", "--porcelain") == ""
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=root, capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout[-2000:]
+    built = subprocess.run([sys.executable, "-m", "slugify", "Héllo Wörld"], cwd=root, capture_output=True, text=True)
+    assert built.stdout.strip() == "hello-world"
+
+    answered = [r for r in server.chat_requests if r.response_kind == "ok"]
+    totals = store.projections.tokens.session(session.id)
+    assert totals.input == sum(r.usage.prompt_tokens for r in answered)
+    assert totals.output == sum(r.usage.completion_tokens for r in answered)
+    main_invocations = [e for e in events if isinstance(e, ev.InvocationStarted)]
+    assert totals.invocations == len(main_invocations) == 6
+    assert totals.premium == 6  # one premium request per invocation on the main model; the oracle's is free
+
+
+def test_the_oracle_rejects_first_and_the_model_fixes_it_in_the_same_invocation(demo_run):
+    code, _, _, _, _, events, _ = demo_run
+    assert code == 0
+    verdicts = [
+        (e.passed, e.attempt) for e in events if isinstance(e, ev.OracleVerdictRecorded) and e.target == "core/2"
+    ]
+    assert verdicts == [(False, 1), (True, 2)]
+    core2 = [e for e in events if isinstance(e, ev.InvocationStarted) and e.task == "core/2"]
+    assert len(core2) == 1
+
+
+def test_a_completion_claim_before_verifying_is_refused_then_the_proper_path_succeeds(tmp_path, cli_path):
+    code, _, _, _, _, events, lines = build(tmp_path, cli_path, FALSE_CLAIM)
+    assert code == 0, "\n".join(lines)
+    refused = [e for e in events if isinstance(e, ev.CompletionRefused)]
+    assert [(e.scope, e.target) for e in refused] == [("task", "core/1")]
+    changes = [(e.task_id, e.to_state) for e in events if isinstance(e, ev.TaskStatusChanged)]
+    assert ("core/1", "complete") in changes
+    first_complete = changes.index(("core/1", "complete"))
+    seq_refused = events.index(refused[0])
+    assert seq_refused < [i for i, e in enumerate(events) if isinstance(e, ev.TaskStatusChanged)][first_complete]
+
+
+def test_each_step_gets_its_own_tools_and_a_task_only_its_sections(demo_run):
+    code, root, server, *_ = demo_run
+    assert code == 0
+
+    def tools(request) -> set[str]:
+        return {t["function"]["name"] for t in request.body.get("tools", [])}
+
+    def user(request) -> str:
+        return next(m["content"] for m in request.body["messages"] if m["role"] == "user")
+
+    planning = [r for r in server.chat_requests if "kind=planning" in user(r)]
+    tasks = [r for r in server.chat_requests if "kind=task" in user(r)]
+    oracle = [r for r in server.chat_requests if "kind=oracle" in user(r)]
+    assert planning and tasks and oracle
+    assert all("update_task_status" not in tools(r) and "record_components" in tools(r) for r in planning)
+    assert all("update_task_status" in tools(r) and "record_components" not in tools(r) for r in tasks)
+    assert all(not (tools(r) & {"update_task_status", "read_spec", "verify_task_completion"}) for r in oracle)
+
+    spec = (root / "docs/requirements/slugify/SPECIFICATION.md").read_text()
+    cli_prompt = user(next(r for r in tasks if "task=cli/1" in user(r)))
+    assert "Task cli/1: Command-line entry point" in cli_prompt
+    assert len(cli_prompt) < len(spec)
+    assert "## References" not in cli_prompt
+
+
+def test_run_before_the_spec_is_approved_stops_with_exit_2(tmp_path, cli_path, scripted):
+    server = scripted(load_playbook(PLAYBOOK))
+    root = prepare_project(tmp_path / "project")
+    env = {
+        **os.environ,
+        "COPILOT_CLI_PATH": cli_path,
+        "LOPEN_PROVIDER__BASE_URL": server.url,
+        "LOPEN_MODELS__BUILDING": "scripted-opus",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "lopen", "run", "slugify", "--headless"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "lopen spec approve slugify" in done.stderr
+    assert server.chat_requests == []
