@@ -58,17 +58,15 @@ class Codec:
 
     def decode(self, topic: str, data: bytes, seq: int = 0) -> Event:
         """Decode one stored event; ``seq`` names it in error messages."""
-        fast = self._decoders.get(topic)
-        if fast is not None:
-            try:
-                return fast(data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise UndecodableEvent(
-                    f"stored event #{seq} ({topic}) cannot be decoded: {exc}",
-                    "its payload does not match its type",
-                    "report it as a bug; the store itself is intact and the other events are readable",
-                ) from exc
-        return self._decode_slow(topic, data, f"#{seq}")
+        try:
+            fast = self._decoders.get(topic)
+            return fast(data) if fast is not None else self._decode_slow(topic, data, f"#{seq}")
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+            raise UndecodableEvent(
+                f"stored event #{seq} ({topic}) cannot be decoded: {exc}",
+                "its payload does not match its type",
+                "report it as a bug; the store itself is intact and the other events are readable",
+            ) from exc
 
     def _decode_slow(self, topic: str, data: bytes, where: str) -> Event:
         name, _, version_text = topic.partition("@")

@@ -32,7 +32,16 @@ from lopen.config import Provider, Settings
 from lopen.copilot.locate import find_cli
 from lopen.errors import LopenError
 
-PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy")
+PROXY_VARS = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+)
 GOOD_KEY = "sk-good-key-0123456789"
 
 
@@ -75,7 +84,10 @@ def closed_port() -> int:
 
 
 def test_token_order_is_the_sdks() -> None:
-    assert env_token({"GITHUB_TOKEN": "c", "GH_TOKEN": "b", "COPILOT_GITHUB_TOKEN": "a"}) == ("COPILOT_GITHUB_TOKEN", "a")
+    assert env_token({"GITHUB_TOKEN": "c", "GH_TOKEN": "b", "COPILOT_GITHUB_TOKEN": "a"}) == (
+        "COPILOT_GITHUB_TOKEN",
+        "a",
+    )
     assert env_token({"GITHUB_TOKEN": "c", "GH_TOKEN": "b"}) == ("GH_TOKEN", "b")
     assert env_token({"GITHUB_TOKEN": "c", "GH_TOKEN": ""}) == ("GITHUB_TOKEN", "c")
     assert env_token({}) is None
@@ -271,9 +283,7 @@ def test_byok_without_a_model_list_still_answers(provider_url: str) -> None:
     assert status.ok and "does not list models" in status.detail
 
 
-@pytest.mark.parametrize(
-    ("path", "fragment"), [("/broken/v1", "HTTP 500"), ("/slow/v1", "could not reach")]
-)
+@pytest.mark.parametrize(("path", "fragment"), [("/broken/v1", "HTTP 500"), ("/slow/v1", "could not reach")])
 def test_byok_failing_or_slow_provider(provider_url: str, path: str, fragment: str) -> None:
     started = time.monotonic()
     status = provider_status(byok(provider_url + path).provider, timeout=0.5)

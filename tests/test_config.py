@@ -22,6 +22,12 @@ from lopen.config import (
 from lopen.errors import LopenError
 
 
+@pytest.fixture(autouse=True)
+def outside_any_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a folder that is no project, so root=None really means "no project layer"."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     project = tmp_path / "project"
@@ -76,7 +82,9 @@ def test_highest_layer_wins(present: tuple[str, ...], root: Path, env: dict[str,
     winner = present[-1] if present else "default"
 
     settings = load_settings(root, overrides, env)
-    value, source = source_of("models.building", root, env, overrides=overrides, flag_names={"models.building": "--model"})
+    value, source = source_of(
+        "models.building", root, env, overrides=overrides, flag_names={"models.building": "--model"}
+    )
 
     expected = "claude-opus-4.6" if winner == "default" else f"{winner}-model"
     assert settings.models.building == value == expected
@@ -242,10 +250,12 @@ def test_unknown_env_setting_is_refused(env: dict[str, str]) -> None:
 
 
 def test_unknown_or_invalid_flag_is_refused(env: dict[str, str]) -> None:
-    with pytest.raises(LopenError, match="unknown setting models.nope"):
+    with pytest.raises(LopenError, match=r"unknown setting models\.nope"):
         load_settings(None, {"models.nope": "x"}, env)
     with pytest.raises(LopenError) as caught:
-        load_settings(None, {"workflow.max_iterations": 0}, env, flag_names={"workflow.max_iterations": "--max-iterations"})
+        load_settings(
+            None, {"workflow.max_iterations": 0}, env, flag_names={"workflow.max_iterations": "--max-iterations"}
+        )
     assert "--max-iterations" in caught.value.what and "1 or more" in caught.value.why
 
 
@@ -253,14 +263,15 @@ def test_unknown_or_invalid_flag_is_refused(env: dict[str, str]) -> None:
     ("layers", "message"),
     [
         ({"budget": {"warning_threshold": 0.95}}, "budget.warning_threshold (0.95, from"),
-        ({"budget": {"warning_threshold": 0.5, "confirmation_threshold": 0.4}}, "is above budget.confirmation_threshold"),
+        (
+            {"budget": {"warning_threshold": 0.5, "confirmation_threshold": 0.4}},
+            "is above budget.confirmation_threshold",
+        ),
         ({"copilot": {"retry_base_delay": 60}}, "copilot.retry_base_delay (60.0, from"),
         ({"provider": {"type": "openai"}}, "provider.base_url is empty"),
     ],
 )
-def test_inconsistent_settings_name_both_sources(
-    layers: dict, message: str, root: Path, env: dict[str, str]
-) -> None:
+def test_inconsistent_settings_name_both_sources(layers: dict, message: str, root: Path, env: dict[str, str]) -> None:
     path = write(project_config_path(root), layers)
     with pytest.raises(LopenError) as caught:
         load_settings(root, None, env)

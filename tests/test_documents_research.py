@@ -71,6 +71,7 @@ def test_path_escapes_are_refused(tmp_path: Path, module: str, topic: str, messa
 
 def test_unicode_topics_and_long_topics_stay_in_the_folder(tmp_path: Path) -> None:
     assert research_path(tmp_path, "auth", "Café Crème").name == "RESEARCH-café-crème.md"
+    assert research_path(tmp_path, "auth", "Research methods").name == "RESEARCH-research-methods.md"
     long = research_path(tmp_path, "auth", "word " * 100)
     assert long.parent == tmp_path / "docs/requirements/auth" and len(long.name) < 100
 

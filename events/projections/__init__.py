@@ -73,30 +73,32 @@ class _Run:
         self.tables = {
             s.name: Table(s.row, (lambda key, name=s.name: loader(name, key)) if loader else None) for s in specs
         }
-        self._dispatch: dict[type, list[tuple[str, Handler]]] = {}
+        self._dispatch: dict[type, list[tuple[str, Table[Any], Handler]]] = {}
 
-    def handlers(self, cls: type) -> list[tuple[str, Handler]]:
-        found = self._dispatch.get(cls)
-        if found is None:
-            found = self._dispatch[cls] = [
-                (s.name, h) for s in self.specs if (h := s.handlers.get(cls) or s.default) is not None
-            ]
-        return found
+    def _calls(self, cls: type) -> list[tuple[str, Table[Any], Handler]]:
+        calls = self._dispatch[cls] = [
+            (s.name, self.tables[s.name], h) for s in self.specs if (h := s.handlers.get(cls) or s.default)
+        ]
+        return calls
 
     def apply(self, records: Sequence[Recorded]) -> None:
-        tables, positions = self.tables, self.positions
+        positions, dispatch = self.positions, self._dispatch
         floor = min(positions.values(), default=0)
         uniform = all(p == floor for p in positions.values())
         for rec in records:
-            if rec.seq <= floor:
+            seq = rec.seq
+            if seq <= floor:
                 continue
             event = rec.event
-            for name, handler in self.handlers(type(event)):
-                if uniform or rec.seq > positions[name]:
+            calls = dispatch.get(type(event))
+            if calls is None:
+                calls = self._calls(type(event))
+            for name, table, handler in calls:
+                if uniform or seq > positions[name]:
                     try:
-                        handler(tables[name], rec.seq, event)
+                        handler(table, seq, event)
                     except Invalid as exc:
-                        raise ProjectionError(name, rec.seq, str(exc)) from None
+                        raise ProjectionError(name, seq, str(exc)) from None
 
 
 class Projections:

@@ -1,4 +1,8 @@
-"""Session state: module, phase, step, status, current component and task — one row per session."""
+"""Session state: module, phase, step, status, current component and task — one row per session.
+
+``updated_at``/``last_seq`` follow the session's lifecycle, step, plan and invocation events
+(not every tool call or token count: this projection stays cheap to rebuild).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,6 @@ class SessionView(msgspec.Struct, kw_only=True):
     ended_at: float = 0.0
     first_seq: int = 0
     last_seq: int = 0
-    events: int = 0
 
 
 Sessions = Table[SessionView]
@@ -39,12 +42,11 @@ def _row(t: Sessions, seq: int, e: ev.Event) -> SessionView | None:
         row = SessionView(id=e.session_id, module=e.module, started_at=e.at, first_seq=seq)
     row.updated_at = e.at
     row.last_seq = seq
-    row.events += 1
     t.put(e.session_id, row)
     return row
 
 
-def _any(t: Sessions, seq: int, e: ev.Event) -> None:
+def _touch(t: Sessions, seq: int, e: ev.Event) -> None:
     _row(t, seq, e)
 
 
@@ -100,6 +102,10 @@ PROJECTION = Projection(
         ev.StepEntered: _step,
         ev.ComponentSelected: _component,
         ev.TaskStatusChanged: _task,
+        ev.TaskReopened: _touch,
+        ev.ComponentsRecorded: _touch,
+        ev.TasksRecorded: _touch,
+        ev.InvocationFinished: _touch,
+        ev.CommitRecorded: _touch,
     },
-    default=_any,
 )

@@ -30,32 +30,30 @@ class TokenTotals(msgspec.Struct, kw_only=True):
 Tokens = Table[TokenTotals]
 
 
-def keys(e: ev.Event, invocation_id: str) -> list[str]:
-    """The rows an event adds to: its invocation, its session, its module."""
-    found = [f"invocation:{invocation_id}"] if invocation_id else []
+def _rows(t: Tokens, e: ev.Event, invocation_id: str) -> list[TokenTotals]:
+    """The rows an event adds to: its invocation's, its session's and its module's."""
+    keys = [f"invocation:{invocation_id}"] if invocation_id else []
     if e.session_id:
-        found.append(f"session:{e.session_id}")
+        keys.append(f"session:{e.session_id}")
     if e.module:
-        found.append(f"module:{e.module}")
-    return found
-
-
-def _row(t: Tokens, key: str) -> TokenTotals:
-    row = t.get(key)
-    if row is None:
-        row = TokenTotals()
-    t.put(key, row)
-    return row
+        keys.append(f"module:{e.module}")
+    rows = []
+    for key in keys:
+        row = t.get(key)
+        if row is None:
+            row = TokenTotals()
+        t.put(key, row)
+        rows.append(row)
+    return rows
 
 
 def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
-    for key in keys(e, e.invocation_id):
-        _row(t, key).invocations += 1
+    for row in _rows(t, e, e.invocation_id):
+        row.invocations += 1
 
 
 def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
-    for key in keys(e, e.invocation_id):
-        row = _row(t, key)
+    for row in _rows(t, e, e.invocation_id):
         row.input += e.input
         row.output += e.output
         row.cache_read += e.cache_read
@@ -64,10 +62,9 @@ def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
 
 
 def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:
-    for key in keys(e, e.invocation_id):
-        if not key.startswith("module:"):
-            row = _row(t, key)
-            row.context_used, row.context_limit = e.used, e.limit
+    # the module row keeps no context window: it is a per-invocation (and latest per-session) figure
+    for row in _rows(t, msgspec.structs.replace(e, module=""), e.invocation_id):
+        row.context_used, row.context_limit = e.used, e.limit
 
 
 PROJECTION = Projection(

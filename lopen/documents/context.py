@@ -55,10 +55,10 @@ _USEFUL_HEAD_CHARS = 4000  # a truncated piece keeps its head when this much, or
 _CONTAINERS = frozenset({"bullet_list_open", "ordered_list_open", "hr"})
 _CONTENTS_LIMIT = 80
 _STOP_TEXT = (
-    "about above after again against also because been before being below between both could does doing  "
-    "down during each from further have having here into itself just more most must only other over  "
-    "same should some such than that their them then there these they this those through under until  "
-    "very were what when where which while with would your implement implements task tasks make sure  "
+    "about above after again against also because been before being below between both could does doing "
+    "down during each from further have having here into itself just more most must only other over "
+    "same should some such than that their them then there these they this those through under until "
+    "very were what when where which while with would your implement implements task tasks make sure "
     "using used uses need needs file files code write writes"
 )
 _STOP_WORDS = frozenset(_STOP_TEXT.split())
@@ -70,6 +70,8 @@ def estimate_tokens(text: str) -> int:
 
 
 class AssembledContext(msgspec.Struct, frozen=True):
+    """The context text, what it holds and what was cut (names as in the module docstring)."""
+
     text: str
     sections_sent: list[str]
     tokens_estimate: int
@@ -398,7 +400,7 @@ def assemble_context(
 
 
 def _shrink(piece: _Piece, target: int) -> str | None:
-    """The piece truncated to at most ``target`` tokens, or None when less than a fifth would fit."""
+    """The piece truncated to at most ``target`` tokens, or None when too little of it would fit."""
     keep = target - estimate_tokens(piece.label) - estimate_tokens(piece.reread) - 20
     for _ in range(3):
         head = piece.truncated(keep) if keep > 0 else None

@@ -42,7 +42,6 @@ def topic_slug(topic: str) -> str:
     """The file-name form of a research topic: lower case, words joined by '-'."""
     _refuse_escapes("research topic", topic)
     slug = re.sub(r"[\W_]+", "-", topic.casefold()).strip("-")[:_MAX_TOPIC_SLUG].rstrip("-")
-    slug = slug.removeprefix("research-")
     if not slug:
         raise DocumentError(f"research topic {topic!r} has no letters or digits; name the topic in words")
     return slug

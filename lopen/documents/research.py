@@ -1,9 +1,10 @@
 """Research documents (W9): `docs/requirements/<module>/RESEARCH-<topic-slug>.md` and their index.
 
-The topic is slugified (`JWT signing keys` → `jwt-signing-keys`); a `RESEARCH-` prefix or `.md`
-suffix given with it is ignored, and anything path-like is refused (see ``paths``). Writing a
-document replaces any earlier one on the same topic and rewrites the index block of `RESEARCH.md`
-(between the `lopen:research-index` markers; text outside them is the user's and is kept).
+The topic is slugified (`JWT signing keys` → `jwt-signing-keys`); a topic given as its file name
+(`RESEARCH-jwt-signing-keys.md`) is understood, and anything path-like is refused (see ``paths``).
+Writing a document replaces any earlier one on the same topic and rewrites the index block of
+`RESEARCH.md` (between the `lopen:research-index` markers; text outside them is the user's and is
+kept).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class ResearchDoc(msgspec.Struct, frozen=True):
 
 
 def _topic(topic: str) -> str:
-    return topic_slug(re.sub(r"\.md$", "", topic.strip(), flags=re.IGNORECASE))
+    """The slug of a topic given in words, as a slug, or as its file name `RESEARCH-<slug>.md`."""
+    file_name = re.fullmatch(r"RESEARCH-(.+)\.md", topic.strip(), flags=re.IGNORECASE)
+    return topic_slug(file_name.group(1) if file_name else topic)
 
 
 def _atomic_write(path: Path, text: str) -> None:

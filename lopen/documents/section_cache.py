@@ -135,16 +135,21 @@ class SectionCache:
             pass  # the cache is an accelerator; failing to write it is not an error
 
 
+def missing_spec(root: Path, module: str) -> DocumentError:
+    """The error for a module without a specification, naming the modules that have one."""
+    modules = ", ".join(list_modules(root)) or "none yet"
+    return DocumentError(
+        f"module {module!r} has no specification at {spec_path(root, module).relative_to(root).as_posix()}; "
+        f"modules with a specification: {modules}"
+    )
+
+
 def load_spec(root: Path, module: str, cache: SectionCache | None = None) -> tuple[Path, Document]:
     """The path and parsed (cached) specification of ``module``; DocumentError when it has none."""
     path = spec_path(root, module)
     try:
         return path, (cache or SectionCache(root)).document(path)
     except FileNotFoundError:
-        modules = ", ".join(list_modules(root)) or "none yet"
-        raise DocumentError(
-            f"module {module!r} has no specification at {path.relative_to(root)}; "
-            f"modules with a specification: {modules}"
-        ) from None
+        raise missing_spec(root, module) from None
     except OSError as exc:
-        raise DocumentError(f"cannot read {path.relative_to(root)}: {exc.strerror or exc}") from None
+        raise DocumentError(f"cannot read {path.relative_to(root).as_posix()}: {exc.strerror or exc}") from None

@@ -18,7 +18,7 @@ from lopen.documents.errors import DocumentError
 from lopen.documents.paths import plan_path, spec_path, validate_module
 from lopen.documents.research import read_research as _read_research
 from lopen.documents.research import write_research
-from lopen.documents.section_cache import SectionCache, load_spec
+from lopen.documents.section_cache import SectionCache, missing_spec
 
 ModuleName = Annotated[str, msgspec.Meta(description="The module, as named under docs/requirements/")]
 
@@ -58,9 +58,11 @@ class LogResearchArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 def read_spec(args: ReadSpecArgs, ctx: ToolContext) -> str:
     """T1: one section of the module's specification, with its subsections, as written."""
-    path, _ = load_spec(ctx.root, args.module)  # a clear error when the module has no spec
+    path = spec_path(ctx.root, args.module)
     try:
         found = SectionCache(ctx.root).section(path, args.section, label=args.module)
+    except FileNotFoundError:
+        raise missing_spec(ctx.root, args.module) from None
     except OSError as exc:
         raise DocumentError(f"cannot read the specification of {args.module!r}: {exc.strerror or exc}") from None
     return found.text.strip("\n") + "\n"
@@ -88,9 +90,10 @@ def log_research(args: LogResearchArgs, ctx: ToolContext) -> str:
     """T6: save research findings and index them in RESEARCH.md."""
     validate_module(args.module)
     path = write_research(ctx.root, args.module, args.topic, args.content)
+    slug = path.stem.removeprefix("RESEARCH-")
     return (
         f"Saved research on {args.topic!r} to {path.relative_to(ctx.root).as_posix()} "
-        f"and listed it in RESEARCH.md; read it back with read_research({args.module!r}, {path.stem[9:]!r})."
+        f"and listed it in RESEARCH.md; read it back with read_research({args.module!r}, {slug!r})."
     )
 
 

@@ -1,0 +1,56 @@
+"""Pre-flight: a workflow command without credentials stops before any event is recorded."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lopen.auth import TOKEN_VARS
+from lopen.copilot.locate import find_cli
+from lopen.errors import LopenError
+
+
+def recorded_rows(store: Path) -> int:
+    """Rows in every table of the SQLite store (0 when it does not exist)."""
+    if not store.exists():
+        return 0
+    with sqlite3.connect(store) as db:
+        tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return sum(db.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in tables)
+
+
+def test_run_without_credentials_stops_before_any_event(tmp_path: Path) -> None:
+    try:
+        cli = find_cli().path
+    except LopenError as exc:
+        pytest.skip(f"needs the Copilot CLI: {exc.what}")
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    spec = root / "docs" / "requirements" / "greeter" / "SPECIFICATION.md"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("# Greeter\n\n## Overview\n\nSays hello.\n")
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in TOKEN_VARS and not k.upper().startswith("LOPEN_")}
+    env.update(
+        HOME=str(home),
+        COPILOT_HOME=str(home / ".copilot"),
+        COPILOT_CLI_PATH=cli,
+        COPILOT_CACHE_HOME=os.environ.get("COPILOT_CACHE_HOME") or str(Path.home() / ".cache" / "copilot"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "from lopen.cli import main; main()", "run", "greeter", "--headless", "-p", "go"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith("error: not authenticated\n")
+    assert '"Copilot Requests"' in done.stderr and "Traceback" not in done.stderr
+    assert recorded_rows(root / ".lopen" / "store.sqlite") == 0
