@@ -133,7 +133,7 @@ def open_sqlite(path: Path) -> Backend:
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         with self.datastore.transaction(commit=False) as c:
-            c.row_factory = None  # plain tuples: much faster than sqlite3.Row
+            c.sqlite_cursor.row_factory = None  # plain tuples: much faster than sqlite3.Row
             c.execute(
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name} " + where,
                 params,

@@ -43,7 +43,7 @@ class Codec:
         self.types = dict(types)
         self.upcasters = upcasters
         self._encoder = msgspec.json.Encoder()
-        self._decoders: dict[str, Callable[[bytes], Event]] = {
+        self.decoders: dict[str, Callable[[bytes], Event]] = {
             f"{name}@{cls.schema_version}": msgspec.json.Decoder(cls).decode for name, cls in self.types.items()
         }
 
@@ -59,7 +59,7 @@ class Codec:
     def decode(self, topic: str, data: bytes, seq: int = 0) -> Event:
         """Decode one stored event; ``seq`` names it in error messages."""
         try:
-            fast = self._decoders.get(topic)
+            fast = self.decoders.get(topic)
             return fast(data) if fast is not None else self._decode_slow(topic, data, f"#{seq}")
         except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
             raise UndecodableEvent(

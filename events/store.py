@@ -234,8 +234,12 @@ class EventStore:
         return version
 
     def _recorded(self, rows: list[RawEvent]) -> list[Recorded]:
-        decode = self.codec.decode
-        return [Recorded(seq, sid, version, decode(topic, state, seq)) for seq, sid, version, topic, state in rows]
+        fast = self.codec.decoders  # current-version topics; anything else takes the careful path
+        try:
+            return [Recorded(seq, sid, ver, fast[topic](state)) for seq, sid, ver, topic, state in rows]
+        except (KeyError, msgspec.DecodeError):
+            decode = self.codec.decode
+            return [Recorded(seq, sid, ver, decode(topic, state, seq)) for seq, sid, ver, topic, state in rows]
 
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:

@@ -15,8 +15,6 @@ from typer.testing import CliRunner
 
 from lopen.auth import TOKEN_VARS
 from lopen.cli import app
-from lopen.copilot.locate import find_cli
-from lopen.errors import LopenError
 
 ENTRY = "from lopen.cli import main; main()"
 
@@ -175,7 +173,7 @@ def test_auth_login_headless_is_refused(project: Path, clean_env: dict[str, str]
     assert lopen("auth", "login", "-q", env=clean_env, cwd=project).returncode == 1
 
 
-def test_auth_status_json_for_an_unreachable_provider(project: Path, clean_env: dict[str, str]) -> None:
+def test_auth_status_for_an_unreachable_provider(project: Path, clean_env: dict[str, str]) -> None:
     env = {**clean_env, "LOPEN_PROVIDER__BASE_URL": "http://127.0.0.1:9/v1", "NO_PROXY": "127.0.0.1"}
     done = lopen("auth", "status", "--json", env=env, cwd=project)
     assert done.returncode == 1
@@ -183,17 +181,8 @@ def test_auth_status_json_for_an_unreachable_provider(project: Path, clean_env: 
     assert (status["ok"], status["kind"]) == (False, "unreachable")
     assert status["source"] == "openai provider at http://127.0.0.1:9/v1"
 
-
-def test_auth_status_not_authenticated(project: Path, clean_env: dict[str, str]) -> None:
-    try:
-        cli = find_cli().path
-    except LopenError as exc:
-        pytest.skip(f"needs the Copilot CLI: {exc.what}")
-    cache = os.environ.get("COPILOT_CACHE_HOME") or str(Path.home() / ".cache" / "copilot")
-    home = Path(clean_env["HOME"])
-    env = {**clean_env, "COPILOT_CLI_PATH": cli, "COPILOT_HOME": str(home / ".copilot"), "COPILOT_CACHE_HOME": cache}
-    done = lopen("auth", "status", env=env, cwd=project)
-    assert done.returncode == 1
-    lines = done.stdout.splitlines()
-    assert lines[0] == "✗ not authenticated"
-    assert lines[-1].startswith("  fix: run `lopen auth login`, or export GH_TOKEN=")
+    text = lopen("auth", "status", env=env, cwd=project)
+    assert text.returncode == 1
+    lines = text.stdout.splitlines()
+    assert lines[0] == "✗ could not reach the openai provider at http://127.0.0.1:9/v1"
+    assert [line.split(":")[0] for line in lines[1:]] == ["  why", "  fix", "  note"]

@@ -246,7 +246,7 @@ class Projections:
             if s.on_flush is not None and changed[s.name]:
                 s.on_flush(self.store.root, changed[s.name])
             if len(run.tables[s.name].rows) > CACHE_LIMIT:
-                run.tables[s.name].rows.clear()
+                run.tables[s.name].clear()
 
     def _load(self, name: str, key: str) -> bytes | None:
         value, position = self._views.load(self._spec(name).tracking_name, key)

@@ -32,6 +32,7 @@ class Table(Generic[R]):
     def __init__(self, row_type: type[R], load: Callable[[str], bytes | None] | None) -> None:
         self.rows: dict[str, R | None] = {}
         self.dirty: set[str] = set()
+        self.memo: dict[Any, Any] = {}  # for handlers: derived lookups, dropped with the rows
         self._load = load
         self._decode = msgspec.json.Decoder(row_type).decode
 
@@ -45,6 +46,11 @@ class Table(Generic[R]):
     def put(self, key: str, row: R) -> None:
         self.rows[key] = row
         self.dirty.add(key)
+
+    def clear(self) -> None:
+        """Forget the cached rows (they are saved); they are loaded again when needed."""
+        self.rows.clear()
+        self.memo.clear()
 
 
 Handler = Callable[[Table[Any], int, Any], None]

@@ -191,13 +191,17 @@ def plan_path(root: Path, module: str) -> Path:
 
 
 def write_plans(root: Path, plans: dict[str, Any]) -> None:
-    """Render changed plans to their files (atomically: a reader never sees half a file)."""
+    """Render changed plans to their files, atomically (a reader never sees half a file);
+    a file that already holds the same text is left alone."""
     for module, plan in plans.items():
         path = plan_path(root, module)
-        tmp = path.with_name(f".plan.md.{os.getpid()}.tmp")
+        text = render(plan)
         try:
+            if path.is_file() and path.read_text(encoding="utf-8") == text:
+                continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(render(plan), encoding="utf-8")
+            tmp = path.with_name(f".plan.md.{os.getpid()}.tmp")
+            tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, path)
         except OSError as exc:
             raise StoreWriteError(

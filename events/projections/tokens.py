@@ -31,20 +31,24 @@ Tokens = Table[TokenTotals]
 
 
 def _rows(t: Tokens, e: ev.Event, invocation_id: str) -> list[TokenTotals]:
-    """The rows an event adds to: its invocation's, its session's and its module's."""
-    keys = [f"invocation:{invocation_id}"] if invocation_id else []
-    if e.session_id:
-        keys.append(f"session:{e.session_id}")
-    if e.module:
-        keys.append(f"module:{e.module}")
-    rows = []
-    for key in keys:
-        row = t.get(key)
-        if row is None:
-            row = TokenTotals()
-        t.put(key, row)
-        rows.append(row)
-    return rows
+    """The rows an event adds to: its invocation's, its session's and its module's (marked changed)."""
+    found = t.memo.get((invocation_id, e.session_id, e.module))
+    if found is None:
+        keys = [f"invocation:{invocation_id}"] if invocation_id else []
+        if e.session_id:
+            keys.append(f"session:{e.session_id}")
+        if e.module:
+            keys.append(f"module:{e.module}")
+        rows = []
+        for key in keys:
+            row = t.get(key)
+            if row is None:
+                row = TokenTotals()
+                t.put(key, row)
+            rows.append(row)
+        found = t.memo[(invocation_id, e.session_id, e.module)] = (keys, rows)
+    t.dirty.update(found[0])
+    return found[1]
 
 
 def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
