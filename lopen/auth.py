@@ -20,6 +20,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 import msgspec
@@ -105,6 +106,14 @@ def github_status(settings: Settings, env: Mapping[str, str], timeout: float = C
         )
     except LopenError as exc:
         return AuthStatus(ok=False, kind="cli-error", headline=exc.what, detail=exc.why, fix=exc.how)
+    except Exception as exc:  # the CLI died or answered nonsense
+        return AuthStatus(
+            ok=False,
+            kind="cli-error",
+            headline="the Copilot CLI could not check authentication",
+            detail=(str(exc).splitlines() or [type(exc).__name__])[0],
+            fix="run `lopen doctor` to check the Copilot CLI",
+        )
     if status.isAuthenticated:
         kind = status.authType or ""
         source = _env_var(current) or (token[0] if token and kind == "env" else _SOURCES.get(kind, kind))
@@ -177,7 +186,13 @@ def _with_cli(settings: Settings, env: Mapping[str, str], action: Callable[[Any]
     from lopen.copilot.locate import find_cli
 
     cli = find_cli(settings.copilot.cli_path, dict(env))
-    return asyncio.run(_cli_session(cli.path, dict(env), action, timeout))
+    session = _cli_session(cli.path, dict(env), action, timeout)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(session)
+    with ThreadPoolExecutor(1) as pool:  # called from async code (e.g. a TUI): use a loop of its own
+        return pool.submit(asyncio.run, session).result()
 
 
 async def _cli_session(path: str, env: dict[str, str], action: Callable[[Any], Awaitable[T]], timeout: float) -> T:

@@ -12,7 +12,7 @@ PROMPT = typer.Option(
     None,
     "--prompt",
     "-p",
-    help="What to build (drafts the spec when none exists) or a message for the next invocation.",
+    help="A message for the model, delivered in the next invocation (queued, never injected mid-run).",
 )
 MODEL = typer.Option(None, "--model", help="Model for every phase (overrides models.*).")
 UNATTENDED = typer.Option(False, "--unattended", help="Do not stop for confirmations that can be skipped.")
@@ -83,13 +83,13 @@ def _start(
         raise LopenError(
             f"module {module} has no specification",
             f"Lopen builds from docs/requirements/{module}/SPECIFICATION.md",
-            f"write it (see docs/specifications.md), then `lopen spec approve {module}`"
-            + ("" if prompt else f"; or draft it with `lopen spec {module} --prompt '…'`"),
+            f"write it (see docs/specifications.md and `lopen spec check {module}`), "
+            f"then `lopen spec approve {module}`",
         )
     preflight(settings)
     ensure_lopen_dir(root)
     code, session_id, detail = run_module(
-        root, module, settings, typer.echo, resume=resume, no_resume=no_resume, stop_before=stop_before
+        root, module, settings, typer.echo, resume=resume, no_resume=no_resume, stop_before=stop_before, message=prompt
     )
     typer.echo(("✓ " if code == 0 else "✗ " if code == 1 else "! ") + detail)
     typer.echo(f"session {session_id}: lopen replay {session_id}")

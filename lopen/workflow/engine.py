@@ -86,6 +86,7 @@ def run_module(
     resume: str | None = None,
     no_resume: bool = False,
     stop_before: str = "",
+    message: str | None = None,
 ) -> tuple[int, str, str]:
     """Run the workflow for ``module``; returns (exit code, session id, detail)."""
     from actors.assessor import AssessorActor
@@ -113,6 +114,8 @@ def run_module(
             say(f"session {session_id}")
             run = ModuleRun(root, module, session_id, settings, store, repo)
             store.subscribe(renderer(say))
+            if message:
+                run.queue_message(message)
             with Gateway(gateway_config(settings, root)) as gateway:
                 invoker = Invoker(run, gateway.invoke, settings)
                 git = GitActor.start(run, repo).proxy()

@@ -82,9 +82,18 @@ class ModuleRun:
         return Totals(tokens=module.input + module.output, premium=module.premium) if module else Totals(0, 0.0)
 
     def pending_notes(self) -> tuple[str, ...]:
+        """Corrective instructions and queued user messages for the next invocation (W11), once each."""
         with self._lock:
-            notes, self.state.notes = tuple(self.state.notes), []
-        return notes
+            notes, self.state.notes = list(self.state.notes), []
+            queued = dict(self.state.queued)
+        if queued:
+            self.record(*(ev.UserMessageDelivered(message_id=mid) for mid in queued))
+        return (*notes, *(f"Message from the user: {text}" for text in queued.values()))
+
+    def queue_message(self, text: str) -> None:
+        self.record(
+            ev.UserMessageQueued(message_id=f"msg-{self.state.invocations}-{len(self.state.queued) + 1}", text=text)
+        )
 
     def documents(self) -> ModuleRun:
         return self

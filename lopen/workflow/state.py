@@ -41,6 +41,7 @@ class RunState:
         self.tokens = 0
         self.premium = 0.0
         self.notes: list[str] = []
+        self.queued: dict[str, str] = {}
 
     def apply(self, event: ev.Event) -> None:
         handler = getattr(self, "_on_" + type(event).__name__, None)
@@ -104,6 +105,12 @@ class RunState:
     def _on_TokensUsed(self, e: ev.TokensUsed) -> None:
         self.tokens += e.input + e.output
         self.premium += e.premium
+
+    def _on_UserMessageQueued(self, e: ev.UserMessageQueued) -> None:
+        self.queued[e.message_id] = e.text
+
+    def _on_UserMessageDelivered(self, e: ev.UserMessageDelivered) -> None:
+        self.queued.pop(e.message_id, None)
 
     def _on_CorrectiveInstructionIssued(self, e: ev.CorrectiveInstructionIssued) -> None:
         self.notes.append(e.instruction)
