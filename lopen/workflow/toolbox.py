@@ -8,6 +8,7 @@ passed in this invocation — `update_task_status(complete)` without one is refu
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal, Protocol
 
 import msgspec
@@ -15,6 +16,7 @@ import msgspec
 from events import catalogue as ev
 from lopen.copilot.tools import LopenTool, NoArguments
 from lopen.documents import tools as doc_tools
+from lopen.documents.paths import research_path
 from lopen.workflow.oracle import Verdict
 from lopen.workflow.steps import STEP_NAMES, phase_of
 
@@ -86,6 +88,7 @@ class Run(Protocol):
     """What the tools need from the run they belong to (implemented by `lopen.workflow.run`)."""
 
     module: str
+    root: Path
 
     def record(self, *events: ev.Event) -> None: ...
     def plan(self) -> PlanView: ...
@@ -201,9 +204,10 @@ class Toolbox:
 
     def log_research(self, args: doc_tools.LogResearchArgs) -> str:
         self._check_module(args.module)
-        result = doc_tools.log_research(args, self.run.documents())
-        self._record(ev.ResearchLogged(topic=args.topic, path=str(result)))
-        return str(result)
+        message = doc_tools.log_research(args, self.run.documents())
+        path = research_path(self.run.root, args.module, args.topic).relative_to(self.run.root)
+        self._record(ev.ResearchLogged(topic=args.topic, path=str(path)))
+        return message
 
     def report_progress(self, args: ReportProgressArgs) -> str:
         self._record(ev.ProgressReported(invocation_id=self.invocation_id, progress=args.progress))
