@@ -85,7 +85,7 @@ def check_credentials() -> Check:
     from lopen.config import load_settings
 
     status = auth_status(load_settings())
-    return Check("credentials", status.ok, status.detail, status.fix)
+    return Check("credentials", status.ok, status.detail or status.headline, status.fix)
 
 
 def check_writable(root: Path) -> Check:
