@@ -1,39 +1,40 @@
 """Events: the only state Lopen has — event types, the store, projections, replay.
 
-The bottom layer: imports neither ``lopen`` nor ``actors``. See ``events.store`` for the
-API the workflow uses and ``docs/store.md`` / ``docs/events.md`` for the design.
+The bottom layer: imports neither ``lopen`` nor ``actors``. Import what you need from the
+submodules (``events.catalogue``, ``events.store``, ``events.recorded``, ``events.locks``,
+``events.errors``); the names below are also reachable here, loaded on first use so that
+``import events.catalogue`` stays cheap. See ``events.store`` and docs/store.md, docs/events.md.
 """
 
-from events.catalogue import EVENT_TYPES, Event
-from events.errors import (
-    ConcurrencyConflict,
-    ModuleLocked,
-    ProjectionError,
-    StoreCorrupted,
-    StoreError,
-    StoreUnavailable,
-    StoreWriteError,
-)
-from events.locks import ModuleLock
-from events.recorded import Recorded, module_stream, parse_session_id, session_stream
-from events.redaction import redact_text
-from events.store import EventStore
+from __future__ import annotations
 
-__all__ = [
-    "EVENT_TYPES",
-    "ConcurrencyConflict",
-    "Event",
-    "EventStore",
-    "ModuleLock",
-    "ModuleLocked",
-    "ProjectionError",
-    "Recorded",
-    "StoreCorrupted",
-    "StoreError",
-    "StoreUnavailable",
-    "StoreWriteError",
-    "module_stream",
-    "parse_session_id",
-    "redact_text",
-    "session_stream",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "EventStore": "events.store",
+    "Recorded": "events.recorded",
+    "session_stream": "events.recorded",
+    "module_stream": "events.recorded",
+    "parse_session_id": "events.recorded",
+    "ModuleLock": "events.locks",
+    "module_lock": "events.locks",
+    "redact_text": "events.redaction",
+    "Event": "events.catalogue",
+    "EVENT_TYPES": "events.catalogue",
+    "StoreError": "events.errors",
+    "ConcurrencyConflict": "events.errors",
+    "ModuleLocked": "events.errors",
+    "ProjectionError": "events.errors",
+    "StoreCorrupted": "events.errors",
+    "StoreUnavailable": "events.errors",
+    "StoreWriteError": "events.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'events' has no attribute {name!r}")

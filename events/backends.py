@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import sqlite3
 import tempfile
 import time
@@ -24,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteDatastore,
@@ -44,6 +45,14 @@ class Stale(Exception):
 
 
 class EventRecorder(Protocol):
+    """The library's application recorder, plus two plain-tuple reads."""
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None: ...
+
+    def select_events(self, originator_id: Any, *, desc: bool = False, limit: int | None = None) -> Any: ...
+
+    def max_notification_id(self) -> int | None: ...
+
     def scan(self, after: int, limit: int) -> list[RawEvent]: ...
 
     def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]: ...
@@ -102,17 +111,39 @@ def open_backend(root: Path, url: str = "") -> Backend:
 
 def check_writable(path: Path) -> None:
     """Create the store's directory and prove it accepts new files; StoreWriteError naming the OS error."""
+    step = f"creating {path.parent}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        step = f"opening {path}"
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
-        with tempfile.TemporaryFile(dir=path.parent):  # WAL mode creates -wal/-shm files beside it
+        step = f"creating a file in {path.parent}"  # WAL mode creates -wal/-shm files beside the store
+        with tempfile.TemporaryFile(dir=path.parent):
             pass
     except OSError as exc:
         raise StoreWriteError(
             f"cannot write the event store at {path}",
-            f"{exc.strerror or exc} (errno {exc.errno}) on {exc.filename or path.parent}",
+            f"{exc.strerror or exc} (errno {exc.errno}) {step}",
             f"make {path.parent} writable (and check free disk space), then run the command again",
         ) from exc
+
+
+def os_diagnosis(folder: Path) -> str:
+    """What the operating system says about writing in ``folder``: the error, free space, limits."""
+    notes = []
+    try:
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            probe.write(b"x")
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        notes.append(f"OS: {exc.strerror or exc} (errno {exc.errno})")
+    with contextlib.suppress(OSError):
+        stat = os.statvfs(folder)
+        notes.append(f"{stat.f_bavail * stat.f_frsize // 2**20:,} MiB free on that disk")
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        notes.append(f"file size limit (ulimit -f) {limit:,} bytes")
+    return "; ".join(notes)
 
 
 def open_sqlite(path: Path) -> Backend:
@@ -131,6 +162,20 @@ def open_sqlite(path: Path) -> Backend:
 
 
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
+    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int]:
+        """One ``executemany`` per batch (the library inserts row by row to collect rowids).
+
+        Inside the write transaction SQLite gives each new row max(rowid) + 1, so the batch's
+        notification ids are the ``len(batch)`` ids ending at ``last_insert_rowid()``.
+        """
+        c.executemany(
+            self.insert_events_statement,
+            [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events],
+        )
+        c.execute("SELECT last_insert_rowid()")
+        last = c.fetchone()[0]
+        return list(range(last - len(stored_events) + 1, last + 1))
+
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         with self.datastore.transaction(commit=False) as c:
             c.sqlite_cursor.row_factory = None  # plain tuples: much faster than sqlite3.Row

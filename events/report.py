@@ -78,7 +78,7 @@ def to_markdown(report: dict[str, Any], plan: PlanView) -> str:
         "",
     ]
     tree = render(plan).split("## Components\n\n", 1)[-1]
-    return "\n".join(lines) + tree
+    return "\n".join(lines) + "\n" + tree
 
 
 def to_yaml(value: Any, indent: int = 0) -> str:

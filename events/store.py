@@ -1,15 +1,17 @@
-"""The event store: the only state Lopen has.
+"""The event store: the only state Lopen has. See docs/store.md.
 
 Public API (what the workflow calls)::
 
     store = EventStore.open(root, url="")          # SQLite at <root>/.lopen/store.sqlite by default
-    sid = store.new_session_id(module, today=None, started=SessionStarted(...))
-    version = store.append(session_stream(sid), [StepEntered(phase="planning", step=2)],
-                           expected_version=None)  # int → optimistic concurrency
+    sid = store.new_session_id(module, today, ev.SessionStarted(...))  # reserves <module>-YYYYMMDD-<n>
+    version = store.append(session_stream(sid), [ev.StepEntered(phase="planning", step=2)],
+                           expected_version=version)  # None: at the end; int: optimistic concurrency
+    store.version(stream_id) -> int
     for rec in store.read_stream(session_stream(sid)): ...   # Recorded(seq, stream_id, version, event)
-    for rec in store.read_all(after=0): ...                  # every event, in seq order
-    sub = store.subscribe(callback)                # the in-process bus, after commit
-    store.projections.catch_up(); store.projections.session(sid)
+    for rec in store.read_all(after=0): ...                  # every event, in seq order, paged
+    sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
+    store.projections.follow() / .catch_up() / .rebuild()
+    store.projections.sessions.get(sid), .tokens.module(m), .plan.get(m), .resume.get(sid), .modules.all()
     store.close()
 
 Before storing, ``append`` fills an event's empty ``session_id``/``module`` from its
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from events.backends import Backend, RawEvent, open_backend, quarantine
+from events.backends import Backend, RawEvent, open_backend, os_diagnosis, quarantine
 from events.bus import Bus, Subscription
 from events.catalogue import Event, SessionStarted
 from events.codec import Codec
@@ -69,13 +71,11 @@ class EventStore:
     @classmethod
     def open(cls, root: Path, url: str = "") -> EventStore:
         """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend."""
-        root = Path(root)
+        root = Path(root).resolve()
         path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
         path = path or (None if url else root / ".lopen" / "store.sqlite")
         try:
             backend = open_backend(root, url)
-        except StoreError:
-            raise
         except (PersistenceError, sqlite3.Error) as exc:
             raise _translate(exc, "open", str(path or url), path) from exc
         return cls(backend, root)
@@ -89,7 +89,7 @@ class EventStore:
         topics = [self.codec.topic(e) for e in prepared]
         payloads = [self.codec.encode(e) for e in prepared]
         for i, payload in enumerate(payloads):
-            if might_hold_secret(payload):
+            if might_hold_secret(payload, len(type(prepared[i]).__name__) + 10):  # past '{"type":"<Type>"
                 prepared[i] = redact(prepared[i])
                 payloads[i] = self.codec.encode(prepared[i])
         if not prepared:
@@ -179,7 +179,7 @@ class EventStore:
 
     def last_seq(self) -> int:
         with self._errors("read"):
-            return self.backend.events.max_notification_id() or 0  # type: ignore[attr-defined]
+            return self.backend.events.max_notification_id() or 0
 
     def subscribe(
         self, callback: Callable[[Any], None], *, after: int | None = None, batch: bool = False
@@ -280,7 +280,7 @@ def _translate(
     if path is not None:
         return StoreWriteError(
             f"cannot {action} the event store {location}",
-            f"{message} ({name or type(exc).__name__})",
+            "; ".join(filter(None, [f"{message} ({name or type(exc).__name__})", os_diagnosis(path.parent)])),
             f"check free disk space and that {path.parent} is writable; events stored before this are safe",
         )
     return StoreUnavailable(f"cannot {action} the event store {location}", str(exc), "check store.url and the server")

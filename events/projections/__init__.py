@@ -77,7 +77,7 @@ class _Run:
 
     def _calls(self, cls: type) -> list[tuple[str, Table[Any], Handler]]:
         calls = self._dispatch[cls] = [
-            (s.name, self.tables[s.name], h) for s in self.specs if (h := s.handlers.get(cls) or s.default)
+            (s.name, self.tables[s.name], h) for s in self.specs if (h := s.handlers.get(cls))
         ]
         return calls
 
@@ -142,36 +142,50 @@ class Projections:
     def rebuild(self) -> dict[str, Any]:
         """Recompute every projection from event #1 and swap the result in atomically.
 
-        Returns ``{"events": n, "seconds": s, "rows": {projection: count}}``.
+        Returns ``{"events": n, "seconds": s, "rows": {projection: count}}``. If an event cannot
+        be applied, the projections are left holding everything before it and the error is raised.
         """
         started = time.perf_counter()
         with self._lock:
             self._run = None
-            run = _Run(self.specs, {s.name: 0 for s in self.specs}, None)
-            position = events = 0
-            while True:
-                for page in self.store.pages(position, 5000):
-                    run.apply(page)
-                    events += len(page)
-                    position = page[-1].seq
-                run.positions = {s.name: position for s in self.specs}
-                rows = [
-                    (s.tracking_name, key, _ENCODE(row))
-                    for s in self.specs
-                    for key, row in sorted(run.tables[s.name].rows.items())
-                    if row is not None
-                ]
-                try:
-                    self._views.replace([s.tracking_name for s in self.specs], rows, position)
-                    break
-                except Stale:
-                    continue  # someone saved newer positions meanwhile: read on and try again
-            for s in self.specs:
-                if s.on_flush is not None:
-                    changed = {k: r for k, r in run.tables[s.name].rows.items() if r is not None}
-                    s.on_flush(self.store.root, changed)
+            try:
+                run, events = self._recompute(None)
+            except ProjectionError as exc:
+                self._recompute(exc.seq - 1)
+                raise
             counts = {s.name: sum(r is not None for r in run.tables[s.name].rows.values()) for s in self.specs}
         return {"events": events, "seconds": time.perf_counter() - started, "rows": counts}
+
+    def _recompute(self, until: int | None) -> tuple[_Run, int]:
+        """Apply events #1..``until`` (all when None) to empty tables and swap them in."""
+        run = _Run(self.specs, {s.name: 0 for s in self.specs}, None)
+        position = events = 0
+        while True:
+            for page in self.store.pages(position):
+                if until is not None and page[-1].seq > until:
+                    page = [r for r in page if r.seq <= until]
+                run.apply(page)
+                events += len(page)
+                position = page[-1].seq if page else position
+                if until is not None and position >= until:
+                    break
+            rows = [
+                (s.tracking_name, key, _ENCODE(row))
+                for s in self.specs
+                for key, row in sorted(run.tables[s.name].rows.items())
+                if row is not None
+            ]
+            try:
+                self._views.replace([s.tracking_name for s in self.specs], rows, position)
+                break
+            except Stale:
+                if until is not None:
+                    return run, events  # others are further along than the failing event: leave theirs
+                # someone saved newer positions meanwhile: read on and try again
+        for s in self.specs:
+            if s.on_flush is not None:
+                s.on_flush(self.store.root, {k: r for k, r in run.tables[s.name].rows.items() if r is not None})
+        return run, events
 
     def digest(self) -> str:
         """A hash over every saved row: equal digests mean byte-identical projections."""
@@ -215,8 +229,10 @@ class Projections:
                 self.catch_up()
 
     def _apply_and_save(self, run: _Run, records: Sequence[Recorded]) -> None:
+        """Apply and save; on any failure forget the cached state (it may hold unsaved events)."""
         try:
             run.apply(records)
+            self._save(run, records[-1].seq)
         except ProjectionError as exc:
             # Save everything before the event that cannot be applied, then report it.
             saved = dict(run.positions)
@@ -224,10 +240,16 @@ class Projections:
             before = [r for r in records if r.seq < exc.seq]
             if before:
                 retry = self._current_run(saved)
-                retry.apply(before)
-                self._save(retry, before[-1].seq)
+                try:
+                    retry.apply(before)
+                    self._save(retry, before[-1].seq)
+                except BaseException:
+                    self._run = None
+                    raise
             raise
-        self._save(run, records[-1].seq)
+        except BaseException:
+            self._run = None
+            raise
 
     def _save(self, run: _Run, position: int) -> None:
         rows = []

@@ -63,7 +63,6 @@ class Projection:
     name: str
     row: type[msgspec.Struct]
     handlers: dict[type[Event], Handler]
-    default: Handler | None = None  # called for every event without a specific handler
     version: int = 1
     on_flush: Callable[[Path, dict[str, Any]], None] | None = field(default=None)  # (root, changed rows)
 

@@ -28,17 +28,16 @@ class TokenTotals(msgspec.Struct, kw_only=True):
 
 
 Tokens = Table[TokenTotals]
+KINDS = ("invocation", "session", "module")
 
 
-def _rows(t: Tokens, e: ev.Event, invocation_id: str) -> list[TokenTotals]:
-    """The rows an event adds to: its invocation's, its session's and its module's (marked changed)."""
-    found = t.memo.get((invocation_id, e.session_id, e.module))
+def _rows(t: Tokens, invocation_id: str, session_id: str, module: str) -> list[TokenTotals]:
+    """The rows an event adds to (its invocation's, session's, module's), marked changed."""
+    found = t.memo.get((invocation_id, session_id, module))
     if found is None:
-        keys = [f"invocation:{invocation_id}"] if invocation_id else []
-        if e.session_id:
-            keys.append(f"session:{e.session_id}")
-        if e.module:
-            keys.append(f"module:{e.module}")
+        keys = [
+            f"{kind}:{ident}" for kind, ident in zip(KINDS, (invocation_id, session_id, module), strict=True) if ident
+        ]
         rows = []
         for key in keys:
             row = t.get(key)
@@ -46,28 +45,29 @@ def _rows(t: Tokens, e: ev.Event, invocation_id: str) -> list[TokenTotals]:
                 row = TokenTotals()
                 t.put(key, row)
             rows.append(row)
-        found = t.memo[(invocation_id, e.session_id, e.module)] = (keys, rows)
+        found = t.memo[(invocation_id, session_id, module)] = (keys, rows)
     t.dirty.update(found[0])
     return found[1]
 
 
 def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
-    for row in _rows(t, e, e.invocation_id):
+    for row in _rows(t, e.invocation_id, e.session_id, e.module):
         row.invocations += 1
 
 
 def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
-    for row in _rows(t, e, e.invocation_id):
-        row.input += e.input
-        row.output += e.output
-        row.cache_read += e.cache_read
-        row.cache_write += e.cache_write
-        row.premium += e.premium
+    tokens_in, tokens_out, cache_read, cache_write, premium = e.input, e.output, e.cache_read, e.cache_write, e.premium
+    for row in _rows(t, e.invocation_id, e.session_id, e.module):
+        row.input += tokens_in
+        row.output += tokens_out
+        row.cache_read += cache_read
+        row.cache_write += cache_write
+        row.premium += premium
 
 
 def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:
-    # the module row keeps no context window: it is a per-invocation (and latest per-session) figure
-    for row in _rows(t, msgspec.structs.replace(e, module=""), e.invocation_id):
+    # a per-invocation figure (and the session's latest); the module row keeps none
+    for row in _rows(t, e.invocation_id, e.session_id, ""):
         row.context_used, row.context_limit = e.used, e.limit
 
 
