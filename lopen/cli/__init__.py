@@ -18,6 +18,7 @@ from lopen.cli.config_cmd import config_app
 from lopen.cli.doctor import doctor
 from lopen.cli.modules import modules
 from lopen.cli.sessions import register as register_sessions
+from lopen.cli.sessions import session_app
 from lopen.cli.spec import spec_app
 from lopen.errors import LopenError
 
@@ -51,26 +52,37 @@ app.command("plan")(workflow.plan)
 app.command("build")(workflow.build)
 app.command("demo")(workflow.demo)
 spec_app.command("approve")(workflow.approve)
+spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)
 app.command("doctor")(doctor)
 app.add_typer(spec_app, name="spec")
 app.add_typer(config_app, name="config")
 app.add_typer(auth_app, name="auth")
 register_sessions(app)  # replay, projections, session
+session_app.command("resume")(workflow.resume_session)
 
 
 def main() -> None:
     """Console entry point: user errors print what/why/how on stderr, never a traceback.
 
     Typer runs standalone: it prints usage errors (exit 2), honours `typer.Exit` codes and turns
-    Ctrl-C into exit 130; a LopenError leaves it and is printed here with its exit code.
+    Ctrl-C into exit 130; a LopenError or an event-store error leaves it and is printed here with its exit code.
     """
+    from events.errors import StoreError
+    from lopen.documents.errors import DocumentError
+
     try:
         app()
-    except LopenError as exc:
+    except (LopenError, StoreError, DocumentError) as exc:
         if os.environ.get("LOPEN_DEBUG"):
             raise
         from lopen.cli.output import Console
 
-        Console.for_settings().error(exc)
-        sys.exit(exc.exit_code)
+        if isinstance(exc, LopenError):
+            error = exc
+        elif isinstance(exc, StoreError):
+            error = LopenError(exc.what, exc.why, exc.how)
+        else:
+            error = LopenError(str(exc), how="check the module name and docs/requirements/<module>/")
+        Console.for_settings().error(error)
+        sys.exit(error.exit_code)

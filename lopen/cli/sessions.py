@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 DEFAULT_RETENTION = 10
 
-session_app = typer.Typer(name="session", help="List, show, delete and prune sessions.", no_args_is_help=True)
+session_app = typer.Typer(name="session", help="List, show, resume, delete and prune sessions.", no_args_is_help=True)
 projections_app = typer.Typer(
     name="projections", help="Maintain the read models built from events.", no_args_is_help=True
 )

@@ -79,18 +79,28 @@ def _start(
     validate_module(module)
     root = find_root()
     settings = _settings(root, model, max_iterations, unattended)
-    if not spec_path(root, module).is_file():
+    drafting = not spec_path(root, module).is_file()
+    if drafting and not prompt:
         raise LopenError(
             f"module {module} has no specification",
             f"Lopen builds from docs/requirements/{module}/SPECIFICATION.md",
-            f"write it (see docs/specifications.md and `lopen spec check {module}`), "
-            f"then `lopen spec approve {module}`",
+            "write it (see docs/specifications.md), or have it drafted: "
+            f"`lopen run {module} --prompt '<what to build>'`",
         )
     preflight(settings)
     ensure_lopen_dir(root)
+    if drafting:
+        from lopen.workflow.drafting import draft_spec
+
+        code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
+        _finish(code, session_id, detail)
     code, session_id, detail = run_module(
         root, module, settings, typer.echo, resume=resume, no_resume=no_resume, stop_before=stop_before, message=prompt
     )
+    _finish(code, session_id, detail)
+
+
+def _finish(code: int, session_id: str, detail: str) -> None:
     typer.echo(("✓ " if code == 0 else "✗ " if code == 1 else "! ") + detail)
     typer.echo(f"session {session_id}: lopen replay {session_id}")
     raise typer.Exit(code)
@@ -178,3 +188,48 @@ def demo(directory: Path | None = DEMO_DIR) -> None:
     from lopen.workflow.demo import run_demo
 
     raise typer.Exit(run_demo(directory, typer.echo))
+
+
+def resume_session(
+    session_id: str = typer.Argument(..., help="The session to resume, e.g. auth-20261126-1."),
+    headless: bool = HEADLESS,
+    prompt: str | None = PROMPT,
+    max_iterations: int | None = MAX_ITERATIONS,
+) -> None:
+    """Resume a paused or interrupted session where its module really stands."""
+    from events.recorded import parse_session_id
+    from lopen.errors import LopenError
+
+    try:
+        module = parse_session_id(session_id)[0]
+    except ValueError as exc:
+        raise LopenError(f"{session_id!r} is not a session id", str(exc), "see `lopen session list`") from None
+    _start(
+        module,
+        prompt=prompt,
+        model=None,
+        resume=session_id,
+        no_resume=False,
+        max_iterations=max_iterations,
+        unattended=False,
+    )
+
+
+def draft(
+    module: str = MODULE,
+    prompt: str = typer.Option(..., "--prompt", "-p", help="What the module should do."),
+    headless: bool = HEADLESS,
+    model: str | None = MODEL,
+) -> None:
+    """Step 1: have the model draft a module's specification from a prompt, for you to review and approve."""
+    from lopen.documents.paths import spec_path
+    from lopen.errors import LopenError
+    from lopen.project import find_root
+
+    if spec_path(find_root(), module).is_file():
+        raise LopenError(
+            f"module {module} already has a specification",
+            "drafting would overwrite it",
+            f"edit it by hand, or remove it first; `lopen spec check {module}` lists its gaps",
+        )
+    _start(module, prompt=prompt, model=model, resume=None, no_resume=True, max_iterations=None, unattended=False)

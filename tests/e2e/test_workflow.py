@@ -138,3 +138,95 @@ def test_run_before_the_spec_is_approved_stops_with_exit_2(tmp_path, cli_path, s
     assert done.returncode == 2, done.stderr
     assert "lopen spec approve slugify" in done.stderr
     assert server.chat_requests == []
+
+
+DRAFT_PLAYBOOK = '''
+[playbook]
+name = "draft"
+models = ["scripted-opus", "scripted-mini"]
+
+[[rule]]
+name = "draft-greet"
+match = { user_regex = '\\[lopen\\][^\\n]* kind=spec(?!\\S)' }
+  [[rule.turn]]
+    [[rule.turn.tool_calls]]
+    name = "bash"
+    arguments = { command = "mkdir -p docs/requirements/greet", description = "make the folder" }
+  [[rule.turn]]
+    [[rule.turn.tool_calls]]
+    name = "create"
+    [rule.turn.tool_calls.arguments]
+    path = "{{cwd}}/docs/requirements/greet/SPECIFICATION.md"
+    file_text = """---
+name: greet
+description: Greets people by name.
+---
+
+# Greet
+
+## Overview
+
+A `greet(name)` function returning `Hello, <name>!`.
+
+## Acceptance Criteria
+
+- [ ] [GREET-01] `greet("Ada")` returns `Hello, Ada!`
+
+## Dependencies
+
+None.
+
+## Skills & Hooks
+
+- verify-tests: `python -m pytest -q`
+
+## Notes
+
+None.
+
+## References
+
+None.
+"""
+  [[rule.turn]]
+  text = "I drafted docs/requirements/greet/SPECIFICATION.md."
+'''
+
+
+def test_run_with_a_prompt_and_no_spec_drafts_one_and_stops_at_the_human_gate(tmp_path, cli_path, scripted):
+    from lopen.scripted_model import parse_playbook
+
+    server = scripted(parse_playbook(DRAFT_PLAYBOOK))
+    root = tmp_path / "project"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    env = {
+        **os.environ,
+        "COPILOT_CLI_PATH": cli_path,
+        "LOPEN_PROVIDER__BASE_URL": server.url,
+        "LOPEN_MODELS__REQUIREMENT_GATHERING": "scripted-opus",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "lopen", "run", "greet", "--prompt", "a greeting library"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "lopen spec approve greet" in done.stdout
+    assert (root / "docs/requirements/greet/SPECIFICATION.md").is_file()
+    user = next(m["content"] for m in server.chat_requests[0].body["messages"] if m["role"] == "user")
+    assert "kind=spec" in user and "a greeting library" in user
+    check = subprocess.run(
+        [sys.executable, "-m", "lopen", "spec", "check", "greet"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    with EventStore.open(root) as store:
+        store.projections.catch_up()
+        (session,) = store.projections.sessions.all()
+        kinds = [type(r.event).__name__ for r in store.read_stream(session_stream(session.id))]
+    assert kinds[:3] == ["SessionStarted", "StepEntered", "InvocationStarted"]
+    assert kinds[-1] == "SessionPaused"
