@@ -10,8 +10,11 @@ from lopen.workflow.steps import Kind
 from lopen.workflow.toolbox import PlanView
 
 
-def assess(plan: PlanView, verified: set[tuple[str, str]], module: str) -> Assessment:
-    """The next step for ``plan``; ``verified`` holds the (scope, target) pairs that passed."""
+def assess(plan: PlanView, verified: set[tuple[str, str]], module: str, replan_from: int = 0) -> Assessment:
+    """The next step for ``plan``; ``verified`` holds the (scope, target) pairs that passed; ``replan_from``
+    is the step a spec drift re-enters at (0 = none)."""
+    if replan_from:
+        return Assessment(step=replan_from, kind=Kind.PLANNING.value, why="the specification changed: re-planning")
     if not plan.components:
         return Assessment(step=2, kind=Kind.PLANNING.value, why="no components recorded yet")
     selected = plan.component(plan.selected) if plan.selected else None
@@ -63,4 +66,5 @@ class AssessorActor(pykka.ThreadingActor):
 
     def assess(self) -> Assessment:
         self.run.reopen_lost_tasks()
-        return assess(self.run.plan(), self.run.verified(), self.run.module)
+        self.run.check_drift()
+        return assess(self.run.plan(), self.run.verified(), self.run.module, self.run.state.replan_from)

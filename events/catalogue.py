@@ -103,8 +103,13 @@ class SpecApproved(Event, kw_only=True):
 
 
 class SpecDriftDetected(Event, kw_only=True):
+    """``reentry_step`` 0 = reported only; ``section_hashes`` is the spec as now seen (the next baseline)."""
+
     changed_sections: tuple[str, ...] = ()
     reentry_step: int = 1
+    added_sections: tuple[str, ...] = ()
+    removed_sections: tuple[str, ...] = ()
+    section_hashes: dict[str, str] = {}
 
 
 class ResearchLogged(Event, kw_only=True):

@@ -60,8 +60,24 @@ class Repository:
         return not exists
 
     def dirty_files(self) -> list[str]:
-        lines = self._git("status", "--porcelain", "--untracked-files=all").splitlines()
-        return [line[3:] for line in lines if line and not line[3:].startswith(".lopen/")]
+        """Changed, staged and untracked paths (`.lopen/` aside). Porcelain v2 with -z: no leading
+        status column for the output's strip() to eat, and paths are never quoted."""
+        fields = self._git("status", "--porcelain=v2", "-z", "--untracked-files=all").split("\0")
+        paths: list[str] = []
+        skip_next = False
+        for field in fields:
+            if skip_next or not field:  # the original path of a rename/copy follows its entry
+                skip_next = False
+                continue
+            kind = field[0]
+            if kind in "?!":
+                path = field[2:]
+            else:
+                skip_next = kind == "2"
+                path = field.split(" ", {"1": 8, "2": 9, "u": 10}.get(kind, 8))[-1]
+            if kind != "!" and not path.startswith(".lopen/"):
+                paths.append(path)
+        return paths
 
     def commit_all(self, message: str) -> str | None:
         """Stage everything (the `.gitignore` keeps `.lopen/` out) and commit; None when nothing changed."""
@@ -97,3 +113,13 @@ class Repository:
             ).returncode
             == 0
         )
+
+    # used by `lopen revert` (lopen/workflow/revert.py) ---------------------------------------------
+
+    def branch_exists(self, branch: str) -> bool:
+        return bool(self._git("rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False))
+
+    def commits_between(self, base: str, tip: str = "HEAD") -> list[tuple[str, str]]:
+        """(sha, subject) of the commits on ``tip`` that ``base`` lacks, newest first."""
+        out = self._git("log", "--format=%H%x09%s", f"{base}..{tip}")
+        return [(sha, subject) for sha, _, subject in (line.partition("\t") for line in out.splitlines() if line)]

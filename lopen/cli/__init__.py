@@ -17,6 +17,7 @@ from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
 from lopen.cli.doctor import doctor
 from lopen.cli.modules import modules
+from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
 from lopen.cli.spec import spec_app
@@ -55,6 +56,7 @@ spec_app.command("approve")(workflow.approve)
 spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)
 app.command("doctor")(doctor)
+app.command("revert")(revert)
 app.add_typer(spec_app, name="spec")
 app.add_typer(config_app, name="config")
 app.add_typer(auth_app, name="auth")

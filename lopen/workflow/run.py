@@ -11,9 +11,10 @@ from pathlib import Path
 import msgspec
 
 from events import catalogue as ev
-from events.recorded import session_stream
+from events.recorded import module_stream, session_stream
 from events.store import EventStore
 from lopen.documents.criteria import acceptance_criteria, skills_and_hooks
+from lopen.documents.hashing import compare, section_hashes
 from lopen.documents.section_cache import load_spec
 from lopen.git import Repository
 from lopen.workflow.oracle import CommandResult, Evidence, Verdict, run_command
@@ -46,6 +47,47 @@ class ModuleRun:
         for recorded in store.read_stream(self.stream):
             self.state.apply(recorded.event)
             self._version = recorded.version
+        if not self.state.spec_baseline:
+            self.state.spec_baseline = self._approved_hashes()
+
+    def _approved_hashes(self) -> dict[str, str]:
+        """The section hashes of the approval this session started from (the latest before it began)."""
+        started = next((r.event.at for r in self.store.read_stream(self.stream)), None)
+        approvals = [
+            r.event for r in self.store.read_stream(module_stream(self.module)) if isinstance(r.event, ev.SpecApproved)
+        ]
+        before = [a for a in approvals if started is None or a.at <= started] or approvals
+        return dict(before[-1].section_hashes) if before else {}
+
+    def check_drift(self) -> ev.SpecDriftDetected | None:
+        """W8: compare the spec's sections with the baseline; record and return the drift, if any."""
+        if not self.state.spec_baseline:
+            return None
+        _, doc = load_spec(self.root, self.module)
+        current = section_hashes(doc)
+        drift = compare(self.state.spec_baseline, current)
+        if not (drift.changed or drift.added or drift.removed):
+            return None
+        event = ev.SpecDriftDetected(
+            changed_sections=tuple(drift.changed),
+            added_sections=tuple(drift.added),
+            removed_sections=tuple(drift.removed),
+            reentry_step=drift.reentry_step or 0,
+            section_hashes=current,
+        )
+        events: list[ev.Event] = [event]
+        if event.reentry_step:
+            sections = ", ".join((*drift.changed, *drift.added, *drift.removed))
+            events.append(
+                ev.CorrectiveInstructionIssued(
+                    category="drift",
+                    instruction=f"The specification changed since it was approved ({sections}). Re-plan from step "
+                    f"{event.reentry_step}: record the components and tasks the changed specification needs; "
+                    "work already complete stays complete unless it no longer meets the specification.",
+                )
+            )
+        self.record(*events)
+        return event
 
     # recording -----------------------------------------------------------------------------------
 
@@ -103,6 +145,21 @@ class ModuleRun:
     def hooks(self) -> dict[str, str]:
         _, doc = load_spec(self.root, self.module)
         return {h.name: h.command for h in skills_and_hooks(doc) if h.command}
+
+    def untested(self) -> str:
+        """B4: the spec's test command when this invocation never ran it, else "".
+
+        A bash command counts as running the tests when it contains the test runner of `verify-tests`:
+        the module after `-m`, else the first word (`python -m pytest -q` → `pytest`, `npm test` → `npm`).
+        """
+        command = self.hooks().get(VERIFY_TESTS)
+        if not command:
+            return ""
+        words = command.split()
+        runner = words[words.index("-m") + 1] if "-m" in words[:-1] else words[0]
+        with self._lock:
+            ran = any(runner in c for c in self.state.commands)
+        return "" if ran else command
 
     def task_text(self, task: TaskView) -> str:
         lines = [f"Task {task.id}: {task.name}", "", task.description]

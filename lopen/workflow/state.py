@@ -42,6 +42,10 @@ class RunState:
         self.premium = 0.0
         self.notes: list[str] = []
         self.queued: dict[str, str] = {}
+        self.spec_baseline: dict[str, str] = {}
+        self.replan_from = 0
+        self.invocation_kind = ""
+        self.commands: list[str] = []  # bash commands of the current invocation
 
     def apply(self, event: ev.Event) -> None:
         handler = getattr(self, "_on_" + type(event).__name__, None)
@@ -58,11 +62,28 @@ class RunState:
         self.selected = e.component
 
     def _on_TasksRecorded(self, e: ev.TasksRecorded) -> None:
+        """The component's whole task list as of now: known ids keep their state and commit."""
         component = self.components.get(e.component)
         for spec in e.tasks:
-            self.tasks[spec.id] = _Task(spec=spec, component=e.component)
-            if component is not None and spec.id not in component.tasks:
-                component.tasks.append(spec.id)
+            known = self.tasks.get(spec.id)
+            self.tasks[spec.id] = _Task(
+                spec=spec,
+                component=e.component,
+                state=known.state if known else "pending",
+                commit=known.commit if known else "",
+                failures=known.failures if known else 0,
+            )
+        if component is not None:
+            component.tasks = [spec.id for spec in e.tasks]
+
+    def _on_SpecApproved(self, e: ev.SpecApproved) -> None:
+        self.spec_baseline = dict(e.section_hashes)
+
+    def _on_SpecDriftDetected(self, e: ev.SpecDriftDetected) -> None:
+        self.spec_baseline = dict(e.section_hashes)
+        if e.reentry_step:
+            self.replan_from = min(self.replan_from or e.reentry_step, e.reentry_step)
+            self.verified = {key for key in self.verified if key[0] == "task"}
 
     def _on_TaskStatusChanged(self, e: ev.TaskStatusChanged) -> None:
         task = self.tasks.get(e.task_id)
@@ -101,6 +122,17 @@ class RunState:
 
     def _on_InvocationStarted(self, e: ev.InvocationStarted) -> None:
         self.invocations += 1
+        self.invocation_kind = e.kind
+        self.commands = []
+
+    def _on_ToolCalled(self, e: ev.ToolCalled) -> None:
+        command = e.arguments.get("command") if e.tool == "bash" else None
+        if isinstance(command, str):
+            self.commands.append(command)
+
+    def _on_InvocationFinished(self, e: ev.InvocationFinished) -> None:
+        if self.invocation_kind == "planning" and e.outcome == "ok":
+            self.replan_from = 0
 
     def _on_TokensUsed(self, e: ev.TokensUsed) -> None:
         self.tokens += e.input + e.output

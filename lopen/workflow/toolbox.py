@@ -93,6 +93,7 @@ class Run(Protocol):
     def record(self, *events: ev.Event) -> None: ...
     def plan(self) -> PlanView: ...
     def verify(self, scope: str, target: str, notes: str, invocation_id: str) -> Verdict: ...
+    def untested(self) -> str: ...
     def documents(self) -> doc_tools.ToolContext: ...
 
 
@@ -246,25 +247,37 @@ class Toolbox:
         return f"selected {component.slug}"
 
     def record_tasks(self, args: RecordTasksArgs) -> str:
+        """Record the component's task list: started and finished tasks stay; tasks not yet started are
+        replaced by the new list (a task of the same name keeps its id); new tasks get new ids."""
         plan = self.run.plan()
         component = plan.component(args.component)
         if component is None:
             raise ToolError(f"no component '{args.component}'; record it with record_components first")
         if not args.tasks:
             raise ToolError("record at least one task")
-        start = len(component.tasks) + 1
-        tasks = tuple(
-            ev.TaskSpec(
-                id=f"{component.slug}/{start + i}",
-                name=t.name,
-                description=t.description,
-                subtasks=tuple(t.subtasks),
-                acceptance=tuple(t.acceptance),
+        kept = [t for t in component.tasks if t.state != "pending"]
+        pending = {slugify(t.name): t.id for t in component.tasks if t.state == "pending"}
+        used = [int(t.id.rsplit("/", 1)[1]) for t in component.tasks]
+        next_n = max(used, default=0) + 1
+        tasks = [
+            ev.TaskSpec(id=t.id, name=t.name, description=t.description, subtasks=t.subtasks, acceptance=t.acceptance)
+            for t in kept
+        ]
+        for t in args.tasks:
+            task_id = pending.pop(slugify(t.name), None)
+            if task_id is None:
+                task_id, next_n = f"{component.slug}/{next_n}", next_n + 1
+            tasks.append(
+                ev.TaskSpec(
+                    id=task_id,
+                    name=t.name,
+                    description=t.description,
+                    subtasks=tuple(t.subtasks),
+                    acceptance=tuple(t.acceptance),
+                )
             )
-            for i, t in enumerate(args.tasks)
-        )
-        self._record(ev.TasksRecorded(component=component.slug, tasks=tasks))
-        return "recorded tasks: " + ", ".join(f"{t.id} ({t.name})" for t in tasks)
+        self._record(ev.TasksRecorded(component=component.slug, tasks=tuple(tasks)))
+        return "the tasks of " + component.slug + " are: " + ", ".join(f"{t.id} ({t.name})" for t in tasks)
 
     # building --------------------------------------------------------------------------------------
 
@@ -277,6 +290,10 @@ class Toolbox:
                 f"refused: {why}. Call verify_task_completion('{task.id}') and fix what it reports; "
                 "mark the task complete only after it passes."
             )
+        if args.status == "complete" and (missing := self.run.untested()):
+            why = f"the tests were never run in this invocation (the spec's verify-tests is `{missing}`)"
+            self._record(ev.CompletionRefused(scope="task", target=task.id, why=why))
+            raise ToolError(f"refused: {why}. Run them with bash, fix what fails, then complete the task.")
         if task.state == args.status:
             return f"{task.id} is already {args.status}"
         if args.status in ("complete", "failed") and task.state != "in-progress":

@@ -1,0 +1,58 @@
+"""`lopen revert <module> [--to <task>]` (G3): back to a task-completion commit.
+
+The logic lives in `lopen.workflow.revert`; this prints what it did. Exit codes: 0 reverted, or
+nothing to revert (the target already is HEAD); 1 refused (dirty tree, no task-completion commit,
+branch not checked out, unknown task) with what/why/how on stderr.
+"""
+
+from __future__ import annotations
+
+import typer
+
+MODULE = typer.Argument(..., help="The module, as named under docs/requirements/.")
+TO = typer.Option(
+    None,
+    "--to",
+    metavar="TASK",
+    help="Go back to the commit that completed this task (e.g. core/1); the tasks after it are re-opened. "
+    "Default: the last task-completion commit still on lopen/<module>.",
+)
+
+
+def revert(module: str = MODULE, to: str | None = TO) -> None:
+    """Reset lopen/<module> to the last verified task's commit (or --to TASK) and re-open the tasks after it."""
+    from events.errors import StoreError
+    from events.store import EventStore
+    from lopen.cli.output import Console
+    from lopen.config import load_settings
+    from lopen.documents.errors import DocumentError
+    from lopen.documents.paths import validate_module
+    from lopen.errors import LopenError
+    from lopen.project import find_root
+    from lopen.workflow.revert import revert_module, short
+
+    try:
+        validate_module(module)
+    except DocumentError as exc:
+        raise LopenError(str(exc), how="see `lopen modules` for the module names") from None
+    root = find_root()
+    settings = load_settings(root)
+    console = Console.for_settings(settings)
+    try:
+        with EventStore.open(root, settings.store.url) as store:
+            result = revert_module(root, module, store, to_task=to)
+    except StoreError as exc:
+        raise LopenError(exc.what, exc.why, exc.how) from exc
+
+    target = f"{short(result.to_sha)}, the commit that completed {result.target.task_id}"
+    if not result.changed:
+        console.ok(f"nothing to revert: {result.branch} is already at {target}")
+        return
+    arrow = "->" if console.ascii else "→"
+    console.ok(f"reverted {result.branch}: {short(result.from_sha)} {arrow} {target}")
+    for sha, subject in result.discarded:
+        console.detail("rolled back", f"{short(sha)} {subject}")
+    console.detail("re-opened", ", ".join(result.reopened) if result.reopened else "no task (only later commits)")
+    console.detail("recorded", f"in session {result.session_id}; the next invocation is told what was rolled back")
+    console.detail("note", "the rolled-back commits stay reachable through `git reflog`")
+    console.echo(f"next: lopen run {module}")
