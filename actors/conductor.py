@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+import msgspec
 import pykka
 
 from actors.messages import Assessment, RunResult, StepOutcome
@@ -18,7 +19,16 @@ CRITICAL = {"auth": "authentication failed", "fatal": "the model call failed", "
 
 class ConductorActor(pykka.ThreadingActor):
     def __init__(
-        self, run, *, assessor, guardrail, planner, task_runner, say: Callable[[str], None], stop_before: str = ""
+        self,
+        run,
+        *,
+        assessor,
+        guardrail,
+        planner,
+        task_runner,
+        say: Callable[[str], None],
+        stop_before: str = "",
+        ask: Callable[[str], bool] | None = None,
     ) -> None:
         super().__init__()
         self.run = run
@@ -28,6 +38,8 @@ class ConductorActor(pykka.ThreadingActor):
         self.task_runner = task_runner
         self.say = say
         self.stop_before = stop_before
+        self.ask = ask
+        self.confirmed: set[str] = set()
         self.failures: Counter[str] = Counter()
 
     def run_module(self) -> RunResult:
@@ -51,6 +63,8 @@ class ConductorActor(pykka.ThreadingActor):
                     ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)
                 )
                 self.say(f"! {decision.category}: {decision.detail}")
+            if decision.action == "pause" and self._confirmed(decision.category, decision.detail):
+                decision = msgspec.structs.replace(decision, action="allow")
             if decision.action == "pause":
                 how = (
                     "raise the budget (lopen config set budget.token_budget_per_module N) or "
@@ -73,12 +87,28 @@ class ConductorActor(pykka.ThreadingActor):
                 return self._end(2, "paused", f"{outcome.detail}; run again later to resume")
             self.failures[key] += 1
             threshold = self.run.settings.workflow.failure_threshold
+            if self.failures[key] >= threshold and self._confirmed(f"churn:{key}", f"{key} failed {threshold} times"):
+                self.failures[key] = 0
             if self.failures[key] >= threshold:
                 detail = f"{key} failed {self.failures[key]} times in a row (workflow.failure_threshold={threshold})"
                 self.run.record(
                     ev.GuardrailTripped(category="churn", level="pause", detail=detail), ev.SessionPaused(reason=detail)
                 )
                 return self._end(2, "paused", f"{detail}; fix the cause or edit the plan, then run again")
+
+    def _confirmed(self, category: str, detail: str) -> bool:
+        """Interactive runs ask once per run whether to go on past a pause; headless runs never ask."""
+        if category in self.confirmed:
+            return True
+        if self.ask is None or category == "max_iterations" or not self.ask(f"{detail}. Continue?"):
+            return False
+        self.confirmed.add(category)
+        self.run.record(
+            ev.GuardrailTripped(
+                category=category.split(":")[0], level="warn", detail=f"{detail}; the user chose to continue"
+            )
+        )
+        return True
 
     def _dispatch(self, assessment: Assessment, budget_hint: str) -> StepOutcome:
         notes = self.run.pending_notes()

@@ -69,7 +69,10 @@ def _start(
     max_iterations: int | None,
     unattended: bool,
     stop_before: str = "",
+    headless: bool = False,
 ) -> None:
+    import sys
+
     from lopen.auth import preflight
     from lopen.documents.paths import spec_path, validate_module
     from lopen.errors import LopenError
@@ -95,7 +98,15 @@ def _start(
         code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
         _finish(code, session_id, detail)
     code, session_id, detail = run_module(
-        root, module, settings, typer.echo, resume=resume, no_resume=no_resume, stop_before=stop_before, message=prompt
+        root,
+        module,
+        settings,
+        typer.echo,
+        resume=resume,
+        no_resume=no_resume,
+        stop_before=stop_before,
+        message=prompt,
+        ask=None if headless or not sys.stdin.isatty() else lambda question: typer.confirm(question, default=False),
     )
     _finish(code, session_id, detail)
 
@@ -119,6 +130,7 @@ def run(
     """Run the whole workflow for a module: plan, build, verify, commit — resuming where it stands."""
     _start(
         module,
+        headless=headless,
         prompt=prompt,
         model=model,
         resume=resume,
@@ -138,6 +150,7 @@ def plan(
     """Run the planning phase only (steps 2–5) of an approved specification."""
     _start(
         module,
+        headless=headless,
         prompt=None,
         model=model,
         resume=resume,
@@ -174,6 +187,7 @@ def build(
         )
     _start(
         module,
+        headless=headless,
         prompt=None,
         model=model,
         resume=session,
@@ -206,6 +220,7 @@ def resume_session(
         raise LopenError(f"{session_id!r} is not a session id", str(exc), "see `lopen session list`") from None
     _start(
         module,
+        headless=headless,
         prompt=prompt,
         model=None,
         resume=session_id,
@@ -232,4 +247,13 @@ def draft(
             "drafting would overwrite it",
             f"edit it by hand, or remove it first; `lopen spec check {module}` lists its gaps",
         )
-    _start(module, prompt=prompt, model=model, resume=None, no_resume=True, max_iterations=None, unattended=False)
+    _start(
+        module,
+        headless=headless,
+        prompt=prompt,
+        model=model,
+        resume=None,
+        no_resume=True,
+        max_iterations=None,
+        unattended=False,
+    )

@@ -87,6 +87,7 @@ def run_module(
     no_resume: bool = False,
     stop_before: str = "",
     message: str | None = None,
+    ask: Callable[[str], bool] | None = None,
 ) -> tuple[int, str, str]:
     """Run the workflow for ``module``; returns (exit code, session id, detail)."""
     from actors.assessor import AssessorActor
@@ -133,6 +134,7 @@ def run_module(
                         task_runner=TaskRunnerActor.start(run, invoker, git).proxy(),
                         say=say,
                         stop_before=stop_before,
+                        ask=ask,
                     ).proxy()
                     result = conductor.run_module().get()
                 finally:

@@ -51,7 +51,8 @@ class Invoker:
             Kind.PLANNING: models.planning,
             Kind.ORACLE: models.oracle,
         }.get(kind, models.building)
-        return [primary, *models.fallback]
+        chain = list(dict.fromkeys([primary, *models.fallback]))
+        return [m for m in chain if m not in self.run.state.unavailable] or chain
 
     def invoke(
         self,

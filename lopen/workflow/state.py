@@ -46,6 +46,7 @@ class RunState:
         self.replan_from = 0
         self.invocation_kind = ""
         self.commands: list[str] = []  # bash commands of the current invocation
+        self.unavailable: set[str] = set()  # models that fell back: skipped for the rest of the session
 
     def apply(self, event: ev.Event) -> None:
         handler = getattr(self, "_on_" + type(event).__name__, None)
@@ -124,6 +125,9 @@ class RunState:
         self.invocations += 1
         self.invocation_kind = e.kind
         self.commands = []
+
+    def _on_ModelFellBack(self, e: ev.ModelFellBack) -> None:
+        self.unavailable.add(e.from_model)
 
     def _on_ToolCalled(self, e: ev.ToolCalled) -> None:
         command = e.arguments.get("command") if e.tool == "bash" else None
