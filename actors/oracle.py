@@ -30,6 +30,7 @@ class OracleActor(pykka.ThreadingActor):
                     command=command.command,
                     exit_code=command.exit_code,
                     output_tail=command.output_tail,
+                    duration=command.duration,
                 )
             )
         models = [self.run.settings.models.oracle, *self.run.settings.models.fallback]

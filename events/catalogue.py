@@ -253,6 +253,7 @@ class VerificationEvidenceRecorded(Event, kw_only=True):
     command: str
     exit_code: int
     output_tail: str = ""
+    duration: float = 0.0
 
 
 class GuardrailTripped(Event, kw_only=True):

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import msgspec
@@ -25,6 +26,7 @@ class CommandResult(msgspec.Struct, frozen=True):
     command: str
     exit_code: int
     output_tail: str
+    duration: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -63,6 +65,7 @@ def run_command(name: str, command: str, root: Path, timeout: float = 900) -> Co
     """Run a spec hook command in the project, with Lopen's Python first on PATH."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    started = time.monotonic()
     try:
         done = subprocess.run(
             command, shell=True, cwd=root, capture_output=True, text=True, timeout=timeout, env=env, check=False
@@ -70,7 +73,13 @@ def run_command(name: str, command: str, root: Path, timeout: float = 900) -> Co
         output, code = (done.stdout + done.stderr), done.returncode
     except subprocess.TimeoutExpired as exc:
         output, code = f"timed out after {timeout:.0f} s: {exc}", 124
-    return CommandResult(name=name, command=command, exit_code=code, output_tail=output[-OUTPUT_TAIL:])
+    return CommandResult(
+        name=name,
+        command=command,
+        exit_code=code,
+        output_tail=output[-OUTPUT_TAIL:],
+        duration=time.monotonic() - started,
+    )
 
 
 def prompt(evidence: Evidence, step: int = 6) -> str:
