@@ -7,8 +7,6 @@ import shutil
 
 import typer
 
-from lopen.cli.output import Console
-
 auth_app = typer.Typer(
     name="auth",
     help=(
@@ -29,6 +27,7 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print the status 
     import msgspec
 
     from lopen.auth import auth_status
+    from lopen.cli.output import Console
     from lopen.config import load_settings
 
     settings = load_settings()
@@ -57,6 +56,7 @@ def login(
     """Log in interactively with the Copilot CLI (browser or device code); the CLI stores the login."""
     from lopen.auth import auth_status, env_token
     from lopen.auth import login as run_login
+    from lopen.cli.output import Console
     from lopen.config import load_settings
 
     settings = load_settings()
@@ -75,6 +75,7 @@ def login(
 def logout() -> None:
     """Clear the Copilot CLI's stored login; warn when an env token still authenticates."""
     from lopen.auth import logout as run_logout
+    from lopen.cli.output import Console
     from lopen.config import load_settings
 
     settings = load_settings()

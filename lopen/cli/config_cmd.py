@@ -6,9 +6,6 @@ import json
 
 import typer
 
-from lopen.cli.output import Console
-from lopen.config import FIELDS, resolve_settings, set_value
-
 config_app = typer.Typer(
     name="config",
     help=(
@@ -21,12 +18,17 @@ config_app = typer.Typer(
 
 
 def _complete_key(incomplete: str) -> list[str]:
+    from lopen.config import FIELDS
+
     return [key for key in FIELDS if key.startswith(incomplete)]
 
 
 @config_app.command("show")
 def show(as_json: bool = typer.Option(False, "--json", help="Print JSON: {key: {value, source}}.")) -> None:
     """Show every setting's value and its source (flag, env, project, user or default); secrets masked."""
+    from lopen.cli.output import Console
+    from lopen.config import FIELDS, resolve_settings
+
     resolved = resolve_settings()
     if as_json:
         data = {r.key: {"value": r.shown, "source": r.source} for r in resolved}
@@ -55,6 +57,9 @@ def set_(
 
     Secrets are refused: set provider.api_key with the LOPEN_PROVIDER__API_KEY env var.
     """
+    from lopen.cli.output import Console
+    from lopen.config import FIELDS, resolve_settings, set_value
+
     path, stored = set_value(key, value, user=user)
     out = Console.for_settings()
     out.ok(f"{key} = {FIELDS[key].format(stored)} written to {path}")

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import NamedTuple
 
-import msgspec
 import typer
 
 
-class Check(msgspec.Struct, frozen=True):
+class Check(NamedTuple):
     name: str
     ok: bool
     detail: str
@@ -29,6 +25,8 @@ def check_python() -> Check:
 
 
 def check_sdk() -> Check:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return Check("copilot sdk", True, f"github-copilot-sdk {version('github-copilot-sdk')}")
     except PackageNotFoundError:
@@ -36,6 +34,8 @@ def check_sdk() -> Check:
 
 
 def check_cli(cli_path: str) -> Check:
+    import subprocess
+
     from lopen.copilot.locate import find_cli, pinned_cli_version
     from lopen.errors import LopenError
 
@@ -48,6 +48,8 @@ def check_cli(cli_path: str) -> Check:
         cli_version = answered.stdout.strip().splitlines()[0] if answered.stdout.strip() else "no answer"
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Check("copilot cli", False, f"{location.path} does not run: {exc}", "rm -rf .copilot-cli && bin/setup")
+    import asyncio
+
     try:
         protocol = asyncio.run(_ping(location.path))
     except Exception as exc:
@@ -60,6 +62,8 @@ def check_cli(cli_path: str) -> Check:
 
 
 async def _ping(path: str) -> int | None:
+    import tempfile
+
     from copilot import CopilotClient, RuntimeConnection
 
     connection = RuntimeConnection.for_stdio(path=path)
@@ -73,6 +77,8 @@ async def _ping(path: str) -> int | None:
 
 
 def check_git() -> Check:
+    import subprocess
+
     git = shutil.which("git")
     if not git:
         return Check("git", False, "git is not on PATH", "apt-get install git")
@@ -89,6 +95,8 @@ def check_credentials() -> Check:
 
 
 def check_writable(root: Path) -> Check:
+    import tempfile
+
     target = root / ".lopen"
     try:
         target.mkdir(exist_ok=True)
