@@ -152,6 +152,8 @@ class ToolCalled(Event, kw_only=True):
     success: bool = True
     result_summary: str = ""
     duration: float = 0.0
+    exit_code: int | None = None  # a `bash` call's exit code, read from the CLI's result
+    result_hash: str = ""  # of the whole result, so unchanged re-reads can be told apart after the summary's cut
 
 
 class TokensUsed(Event, kw_only=True):

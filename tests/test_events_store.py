@@ -234,6 +234,8 @@ def _sample(t: object) -> object:
             return value
     if isinstance(t, msgspec.inspect.DictType):
         return {"k": "v"}
+    if isinstance(t, msgspec.inspect.UnionType):  # an optional field: sample its non-None type
+        return _sample(next(u for u in t.types if not isinstance(u, msgspec.inspect.NoneType)))
     if isinstance(t, msgspec.inspect.VarTupleType):
         item = t.item_type
         if isinstance(item, msgspec.inspect.StructType):

@@ -16,6 +16,7 @@ from events import catalogue as ev
 from lopen.copilot import InvocationRequest, InvocationResult
 from lopen.copilot.results import ModelFellBack, RetryScheduled, StreamEvent, ToolFinished
 from lopen.documents.context import assemble_context
+from lopen.workflow.discipline import analyze, content_hash, exit_code
 from lopen.workflow.models import premium_requests
 from lopen.workflow.prompts import PromptContext, system_message, user_prompt
 from lopen.workflow.steps import Kind, phase_of, toolset
@@ -132,6 +133,8 @@ class Invoker:
                         success=record.success,
                         result_summary=record.result[:RESULT_SUMMARY],
                         duration=record.duration,
+                        exit_code=exit_code(record.result) if record.name == "bash" else None,
+                        result_hash=content_hash(record.result),
                     )
                 )
             elif isinstance(event, ModelFellBack):
@@ -173,6 +176,18 @@ class Invoker:
             events.append(
                 ev.ContextWindowMeasured(
                     invocation_id=invocation_id, used=result.context.used, limit=result.context.limit
+                )
+            )
+        discipline = self.settings.tool_discipline  # type: ignore[attr-defined]
+        for finding in analyze(
+            result.tool_calls,
+            discipline.max_file_reads,
+            discipline.max_command_retries,
+            working_directory=str(self.run.root),
+        ):
+            events.append(
+                ev.CorrectiveInstructionIssued(
+                    invocation_id=invocation_id, category=finding.category, instruction=finding.instruction
                 )
             )
         events.append(

@@ -85,10 +85,8 @@ def revert_module(
         stream = session_stream(session.id)
         state = RunState(module)
         commits: list[TaskCommit] = []
-        version = 0
         for recorded in store.read_stream(stream):
             state.apply(recorded.event)
-            version = recorded.version
             event = recorded.event
             if isinstance(event, ev.CommitRecorded) and event.task_id:
                 commits.append(TaskCommit(task_id=event.task_id, sha=event.sha, message=event.message))
@@ -157,7 +155,7 @@ def revert_module(
                     error_kind=CATEGORY,
                 )
             )
-        store.append(stream, events, expected_version=version)
+        store.append(stream, events)  # the lock keeps runs out; a concurrent `session delete` may append too
         return RevertResult(
             module=module,
             session_id=session.id,

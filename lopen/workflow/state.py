@@ -125,6 +125,7 @@ class RunState:
         self.invocations += 1
         self.invocation_kind = e.kind
         self.commands = []
+        self.notes = []  # the invocation that starts now was given them (see ModuleRun.pending_notes)
 
     def _on_ModelFellBack(self, e: ev.ModelFellBack) -> None:
         self.unavailable.add(e.from_model)
