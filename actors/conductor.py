@@ -85,12 +85,14 @@ class ConductorActor(pykka.ThreadingActor):
             if outcome.error_kind in ("rate_limited", "transient"):
                 self.run.record(ev.SessionPaused(reason=outcome.detail, error_kind=outcome.error_kind))
                 return self._end(2, "paused", f"{outcome.detail}; run again later to resume")
-            self.failures[key] += 1
+            # a task's failures are counted from the events, so they add up across resumed runs
+            self.failures[key] = self.run.task_failures(assessment.task) if assessment.task else self.failures[key] + 1
             threshold = self.run.settings.workflow.failure_threshold
             if self.failures[key] >= threshold and self._confirmed(f"churn:{key}", f"{key} failed {threshold} times"):
                 self.failures[key] = 0
             if self.failures[key] >= threshold:
-                detail = f"{key} failed {self.failures[key]} times in a row (workflow.failure_threshold={threshold})"
+                reasons = "; ".join(self.run.failure_reasons(assessment.task)[-threshold:]) or outcome.detail
+                detail = f"{key} failed {self.failures[key]} times (workflow.failure_threshold={threshold}): {reasons}"
                 self.run.record(
                     ev.GuardrailTripped(category="churn", level="pause", detail=detail), ev.SessionPaused(reason=detail)
                 )

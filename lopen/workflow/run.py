@@ -110,6 +110,14 @@ class ModuleRun:
     def invocation_count(self) -> int:
         return self.state.invocations
 
+    def task_failures(self, task_id: str) -> int:
+        task = self.state.tasks.get(task_id)
+        return task.failures if task else 0
+
+    def failure_reasons(self, task_id: str) -> list[str]:
+        task = self.state.tasks.get(task_id)
+        return [r for r in task.reasons if r] if task else []
+
     def current_step(self) -> int:
         return self.state.step
 

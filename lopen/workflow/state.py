@@ -18,6 +18,7 @@ class _Task(msgspec.Struct):
     state: str = "pending"
     commit: str = ""
     failures: int = 0
+    reasons: list[str] = []
 
 
 class _Component(msgspec.Struct):
@@ -73,6 +74,7 @@ class RunState:
                 state=known.state if known else "pending",
                 commit=known.commit if known else "",
                 failures=known.failures if known else 0,
+                reasons=known.reasons if known else [],
             )
         if component is not None:
             component.tasks = [spec.id for spec in e.tasks]
@@ -90,7 +92,9 @@ class RunState:
         task = self.tasks.get(e.task_id)
         if task is not None:
             task.state = e.to_state
-            task.failures += e.to_state == "failed"
+            if e.to_state == "failed":
+                task.failures += 1
+                task.reasons.append(e.reason)
         if e.to_state != "complete":
             self.verified.discard(("task", e.task_id))
 
