@@ -28,12 +28,26 @@ def render_modules(rows: list[tuple[str, str, str]]) -> str:
     return "\n".join(f"{m:<{widths[0]}}  {s:<{widths[1]}}  {c}".rstrip() for m, s, c in (header, *rows))
 
 
+def _progress(root: Path) -> dict[str, str]:
+    """Each module's progress from the store's module projection; none recorded yet → empty."""
+    from lopen.config import load_settings
+
+    url = load_settings(root).store.url
+    if not url and not (root / ".lopen" / "store.sqlite").exists():
+        return {}
+    from events.store import EventStore
+
+    with EventStore.open(root, url) as store:
+        store.projections.catch_up()
+        return {row.module: row.status for row in store.projections.modules.all()}
+
+
 def modules() -> None:
     """List the modules (docs/requirements/<module>/SPECIFICATION.md) with their state and spec check."""
     from lopen.project import find_root
 
     root = find_root()
-    rows = module_rows(root, states={})  # seam: the module-progress projection's states go here
+    rows = module_rows(root, states=_progress(root))
     if not rows:
         typer.echo("no modules yet: write docs/requirements/<module>/SPECIFICATION.md (see docs/specifications.md)")
         return

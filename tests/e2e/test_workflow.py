@@ -60,6 +60,8 @@ def test_the_example_is_planned_built_verified_and_committed(demo_run):
     assert tests.returncode == 0, tests.stdout[-2000:]
     built = subprocess.run([sys.executable, "-m", "slugify", "Héllo Wörld"], cwd=root, capture_output=True, text=True)
     assert built.stdout.strip() == "hello-world"
+    listed = subprocess.run([sys.executable, "-m", "lopen", "modules"], cwd=root, capture_output=True, text=True)
+    assert listed.stdout.splitlines()[1].split()[:2] == ["slugify", "complete"], listed.stdout + listed.stderr
 
     answered = [r for r in server.chat_requests if r.response_kind == "ok"]
     totals = store.projections.tokens.session(session.id)
