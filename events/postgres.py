@@ -2,8 +2,8 @@
 
 Imported only when such a URL is configured; importing it without psycopg raises
 ImportError, which ``events.backends`` turns into a clear ``StoreUnavailable``.
-Not exercised by the test suite (no PostgreSQL server there); it mirrors the SQLite
-backend statement for statement.
+It mirrors the SQLite backend statement for statement; tests/test_events_postgres.py runs the
+store's contract against a real server (``bin/postgres-for-tests``).
 """
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import psycopg
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresTrackingRecorder
 from psycopg.sql import SQL, Identifier
 
 from events.backends import Backend, RawEvent, Row, Stale
 from events.errors import StoreUnavailable
+
+CONNECT_TIMEOUT = 5  # seconds
 
 
 def open_postgres(url: str) -> Backend:
@@ -29,13 +32,24 @@ def open_postgres(url: str) -> Backend:
         )
     schema = parse_qs(parts.query).get("schema", [""])[0]
     location = f"postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}"
+    password = unquote(parts.password or "")
+    connection = {
+        "dbname": unquote(parts.path.strip("/")),
+        "host": parts.hostname,
+        "port": parts.port or 5432,
+        "user": unquote(parts.username or ""),
+        "password": password,
+    }
+    datastore = None
     try:
+        # One plain connection first: the pool would only say "couldn't get a connection after
+        # 5 sec", this says why (wrong password, no such database, refused). Then the schema.
+        with psycopg.connect(**connection, connect_timeout=CONNECT_TIMEOUT, autocommit=True) as conn:
+            if schema and not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
+                conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
         datastore = PostgresDatastore(
-            dbname=unquote(parts.path.strip("/")),
-            host=parts.hostname,
-            port=parts.port or 5432,
-            user=unquote(parts.username or ""),
-            password=unquote(parts.password or ""),
+            **connection,
+            connect_timeout=CONNECT_TIMEOUT,
             schema=schema,
             originator_id_type="text",
             pool_size=2,
@@ -46,9 +60,11 @@ def open_postgres(url: str) -> Backend:
         views = PgViewRecorder(datastore, tracking_table_name="notification_tracking")
         views.create_table()
     except Exception as exc:
+        if datastore is not None:
+            datastore.close()
         raise StoreUnavailable(
             f"cannot use the PostgreSQL event store at {location}",
-            str(exc).replace(parts.password or "\0", "[REDACTED]"),
+            " ".join(str(exc).replace(password or "\0", "[REDACTED]").split()),
             "check that the server is reachable and store.url's user, password and database are right",
         ) from exc
     return Backend(location, None, events, views, datastore)

@@ -366,7 +366,10 @@ def test_an_unwritable_store_directory_is_reported_with_the_os_error(tmp_path: P
     assert "errno" in caught.value.why
 
 
-def test_postgres_urls_select_postgres_and_say_what_is_missing(tmp_path: Path) -> None:
+def test_postgres_urls_select_postgres_and_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
+    for name in ("events.postgres", "eventsourcing.postgres"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     with pytest.raises(StoreUnavailable) as caught:
         EventStore.open(tmp_path, "postgresql://lopen:s3cret@db.example:5432/lopen")
     assert "psycopg" in caught.value.what and "s3cret" not in caught.value.render()
