@@ -10,7 +10,7 @@ from collections.abc import Callable
 import msgspec
 import pykka
 
-from actors.messages import Assessment, RunResult, StepOutcome
+from actors.messages import Assessment, GuardDecision, RunResult, StepOutcome
 from events import catalogue as ev
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
@@ -62,14 +62,12 @@ class ConductorActor(pykka.ThreadingActor):
                 self.run.record(
                     ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)
                 )
-                self.say(f"! {decision.category}: {decision.detail}")
+                if decision.action == "pause":  # a warning's line comes from the renderer, off the event
+                    self.say(f"! {decision.category}: {decision.detail}")
             if decision.action == "pause" and self._confirmed(decision.category, decision.detail):
                 decision = msgspec.structs.replace(decision, action="allow")
             if decision.action == "pause":
-                how = (
-                    "raise the budget (lopen config set budget.token_budget_per_module N) or "
-                    "workflow.max_iterations, then run again to resume"
-                )
+                how = f"{_how_to_go_on(decision)}, then run again to resume"
                 self.run.record(ev.SessionPaused(reason=f"{decision.category}: {decision.detail}"))
                 return self._end(2, "paused", f"{decision.detail}; {how}")
             outcome = self._dispatch(assessment, decision.budget_hint)
@@ -129,3 +127,11 @@ class ConductorActor(pykka.ThreadingActor):
 
     def _end(self, code: int, status: str, detail: str) -> RunResult:
         return RunResult(exit_code=code, status=status, detail=detail, session_id=self.run.session_id)
+
+
+def _how_to_go_on(decision: GuardDecision) -> str:
+    """The setting that lets a paused run go on: the budget that ran out, or max_iterations."""
+    if decision.category == "max_iterations":
+        return "raise workflow.max_iterations (lopen config set workflow.max_iterations N, or --max-iterations N)"
+    key = "premium" if decision.detail.startswith("premium") else "token"
+    return f"raise the budget (lopen config set budget.{key}_budget_per_module N)"

@@ -148,8 +148,9 @@ class Invoker:
                     ev.GuardrailTripped(
                         category="retry",
                         level="warn",
-                        detail=f"{event.model}: {event.reason}, retry {event.attempt} "
-                        f"by the {event.by} in {event.delay:.1f} s",
+                        # the CLI does not say how long it waits (it honours Retry-After): no "in 0.0 s"
+                        detail=f"{event.model}: {event.reason}, retry {event.attempt} by the {event.by}"
+                        + (f" in {event.delay:.1f} s" if event.delay > 0 else ""),
                     )
                 )
 

@@ -1,0 +1,574 @@
+"""Back-pressure and recovery end to end (issue 6): budgets, churn, false completion, tool
+discipline, spec drift, crash resume, rate limits and model fallback.
+
+Real Copilot CLI, real git, real event store; only the model is scripted. Each playbook is the
+demo's (lopen/playbooks/slugify.toml) with a few rules put first or replaced: a rule placed first
+with ``max_uses`` takes precedence, and its uses running out hands the requests back to the demo.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+import pytest
+
+from events import catalogue as ev
+from events.recorded import session_stream
+from events.store import EventStore
+from lopen.config import load_settings
+from lopen.scripted_model import (
+    LoggedRequest,
+    Match,
+    Playbook,
+    RequestView,
+    Rule,
+    ScriptedModelServer,
+    ToolCall,
+    Turn,
+    load_playbook,
+)
+from lopen.workflow.approval import approve_spec
+from lopen.workflow.demo import MAIN_MODEL, MODULE, ORACLE_MODEL, PLAYBOOK, prepare_project
+from lopen.workflow.engine import run_module
+
+pytestmark = pytest.mark.e2e
+
+DEMO = load_playbook(PLAYBOOK)
+DEMO_RULES = {r.name: r for r in DEMO.rules}
+SPEC = Path("docs/requirements") / MODULE / "SPECIFICATION.md"
+TEST_COMMAND = "python -m pytest -q"
+
+
+# -- playbooks ------------------------------------------------------------------------------------
+
+
+def header(**fields: str) -> str:
+    """A regex for Lopen's header line with these fields, in any order (as the demo's rules match)."""
+    return r"\[lopen\]" + "".join(rf"(?=[^\n]* {key}={re.escape(value)}(?!\S))" for key, value in fields.items())
+
+
+def rule(name: str, turns: list[Turn], *, max_uses: int = 0, from_turn: int = 0, **fields: str) -> Rule:
+    match = Match(user_regex=header(**fields), from_turn=from_turn)
+    return Rule(name=name, turns=turns, match=match, max_uses=max_uses)
+
+
+def turn(text: str, *calls: tuple[str, dict[str, Any]], **extra: Any) -> Turn:
+    return Turn(text=text, tool_calls=[ToolCall(name=name, arguments=args) for name, args in calls], **extra)
+
+
+def playbook(*first: Rule, replace: dict[str, Rule] | None = None) -> Playbook:
+    """The demo playbook with ``first`` placed before its rules and ``replace`` swapping some of them."""
+    replace = replace or {}
+    rules = [*first, *(replace.get(r.name, r) for r in DEMO.rules)]
+    return msgspec.structs.replace(DEMO, name="slugify-recovery", rules=rules)
+
+
+def tokens_of(name: str) -> int:
+    """Input + output tokens a demo rule reports when every turn is played once."""
+    usages = (t.usage or DEMO.default_usage for t in DEMO_RULES[name].turns)
+    return sum(u.prompt_tokens + u.completion_tokens for u in usages)
+
+
+# -- the request log ------------------------------------------------------------------------------
+
+
+def user(entry: LoggedRequest) -> str:
+    return RequestView.of(entry.body or {}).user
+
+
+def system(entry: LoggedRequest) -> str:
+    return RequestView.of(entry.body or {}).system
+
+
+def about(entry: LoggedRequest, **fields: str) -> bool:
+    """Whether the request's header line has these fields (oracle requests carry their task too)."""
+    return re.search(header(**fields), user(entry)) is not None
+
+
+# -- projects, runs, results ---------------------------------------------------------------------
+
+
+def approved_project(tmp_path: Path) -> Path:
+    root = prepare_project(tmp_path / "project")
+    with EventStore.open(root) as store:
+        approve_spec(root, MODULE, store)
+    return root
+
+
+def settings_for(root: Path, url: str, extra: dict[str, object] | None = None):
+    """The demo's settings (lopen.workflow.demo.demo_settings) with ``extra`` on top."""
+    overrides = {
+        "provider.type": "openai",
+        "provider.base_url": url,
+        "models.requirement_gathering": MAIN_MODEL,
+        "models.planning": MAIN_MODEL,
+        "models.building": MAIN_MODEL,
+        "models.research": MAIN_MODEL,
+        "models.oracle": ORACLE_MODEL,
+        "models.fallback": [],
+        **(extra or {}),
+    }
+    return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "test_recovery"))
+
+
+class Ran(NamedTuple):
+    code: int
+    detail: str
+    lines: list[str]
+
+
+def run_here(
+    root: Path, server: ScriptedModelServer, cli_path: str, extra: dict[str, object] | None = None, **kwargs: Any
+) -> Ran:
+    """One `lopen run` in this process, headless (no `ask`)."""
+    os.environ.setdefault("COPILOT_CLI_PATH", cli_path)
+    lines: list[str] = []
+    code, _, detail = run_module(root, MODULE, settings_for(root, server.url, extra), lines.append, **kwargs)
+    return Ran(code, detail, lines)
+
+
+def lopen_env(cli_path: str, url: str, **settings: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
+    env.update(
+        {
+            "COPILOT_CLI_PATH": cli_path,
+            "LOPEN_PROVIDER__TYPE": "openai",
+            "LOPEN_PROVIDER__BASE_URL": url,
+            "LOPEN_MODELS__REQUIREMENT_GATHERING": MAIN_MODEL,
+            "LOPEN_MODELS__PLANNING": MAIN_MODEL,
+            "LOPEN_MODELS__BUILDING": MAIN_MODEL,
+            "LOPEN_MODELS__RESEARCH": MAIN_MODEL,
+            "LOPEN_MODELS__ORACLE": ORACLE_MODEL,
+            "LOPEN_MODELS__FALLBACK": "[]",
+        }
+    )
+    env.update({f"LOPEN_{key.upper()}": value for key, value in settings.items()})
+    return env
+
+
+LOPEN_RUN = [sys.executable, "-m", "lopen", "run", MODULE, "--headless"]
+
+
+class Story(NamedTuple):
+    """What the store says about the project's one session."""
+
+    session_id: str
+    status: str
+    events: list[ev.Event]
+    totals: Any
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def index(self, event: ev.Event) -> int:
+        return next(i for i, e in enumerate(self.events) if e is event)
+
+    def invocations(self, **fields: object) -> list[ev.InvocationStarted]:
+        return [e for e in self.of(ev.InvocationStarted) if all(getattr(e, k) == v for k, v in fields.items())]
+
+    def finish_of(self, started: ev.InvocationStarted) -> ev.InvocationFinished | None:
+        return next(
+            (e for e in self.of(ev.InvocationFinished) if e.invocation_id == started.invocation_id),
+            None,
+        )
+
+
+def story(root: Path) -> Story:
+    with EventStore.open(root) as store:
+        store.projections.catch_up()
+        (session,) = store.projections.sessions.all()
+        events = [r.event for r in store.read_stream(session_stream(session.id))]
+        return Story(session.id, session.status, events, store.projections.tokens.session(session.id))
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+
+# -- 1. budgets (B1) -----------------------------------------------------------------------------
+
+PLANNING_TOKENS = tokens_of("plan-slugify")
+CORE_1_TOKENS = tokens_of("task-core-1") + tokens_of("oracle-core-1")
+BUDGET = 90_000
+
+
+def test_budget_warns_after_planning_and_pauses_headless_before_the_next_invocation(tmp_path, cli_path, scripted):
+    # the warning (0.8) is crossed by the planning invocation alone, the pause (0.9) once core/1 is done too
+    assert 0.8 <= PLANNING_TOKENS / BUDGET < 0.9 <= (PLANNING_TOKENS + CORE_1_TOKENS) / BUDGET
+    server = scripted(playbook())
+    root = approved_project(tmp_path)
+    env = lopen_env(cli_path, server.url, BUDGET__TOKEN_BUDGET_PER_MODULE=str(BUDGET))
+    terminal, stdin = os.openpty()  # a terminal on stdin: --headless must still never ask
+    try:
+        done = subprocess.run(
+            [*LOPEN_RUN, "--unattended"],  # --unattended does not skip a budget pause either
+            cwd=root,
+            env=env,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        os.close(stdin)
+        os.close(terminal)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Continue?" not in done.stdout + done.stderr
+    paused_at = PLANNING_TOKENS + CORE_1_TOKENS
+    figures = f"tokens: {paused_at} of {BUDGET} ({paused_at / BUDGET:.0%})"
+    last = done.stdout.strip().splitlines()[-2]
+    assert last.startswith(f"! {figures}"), done.stdout
+    assert "lopen config set budget.token_budget_per_module" in last
+    warned = f"tokens: {PLANNING_TOKENS} of {BUDGET} ({PLANNING_TOKENS / BUDGET:.0%})"
+    assert done.stdout.count(f"! budget: {warned}") == 1  # the warning line, once
+    assert "max_iterations" not in last
+
+    run = story(root)
+    started = run.of(ev.InvocationStarted)
+    assert [(e.kind, e.task) for e in started] == [("planning", ""), ("task", "core/1")]
+    trips = [e for e in run.of(ev.GuardrailTripped) if e.category == "budget"]
+    assert [(e.level, e.detail) for e in trips] == [
+        ("warn", warned),
+        ("pause", figures),
+    ]
+    warn, pause = trips
+    assert run.index(run.finish_of(started[0])) < run.index(warn) < run.index(started[1])
+    assert run.index(run.finish_of(started[1])) < run.index(pause)
+    assert isinstance(run.events[-1], ev.SessionPaused) and figures in run.events[-1].reason
+    assert run.status == "paused"
+    assert not any(about(r, task="core/2") for r in server.chat_requests)
+
+
+# -- 2. churn (B3, W7) ---------------------------------------------------------------------------
+
+CHURN_REASONS = [
+    "normalize() drops the digits of '№5'; I could not find out why",
+    "the NFKD table of this Python build lacks the ligature 'ﬁ'",
+    "still failing on '№5' after a third approach",
+]
+
+
+def failing_attempt(n: int) -> Rule:
+    """One invocation of core/1 (two requests) that gives up with its own reason."""
+    fail = ("update_task_status", {"task_id": "core/1", "status": "failed", "reason": CHURN_REASONS[n]})
+    return rule(
+        f"core-1-fails-{n + 1}",
+        [turn("I cannot get this to work.", fail), turn("Marked core/1 failed.")],
+        max_uses=2,
+        kind="task",
+        task="core/1",
+    )
+
+
+def test_a_task_failing_three_times_pauses_a_headless_run_with_each_reason(tmp_path, cli_path, scripted):
+    never = rule("core-1-fourth-attempt", [turn("A fourth attempt.")], kind="task", task="core/1")
+    server = scripted(playbook(*(failing_attempt(n) for n in range(3)), replace={"task-core-1": never}))
+    root = approved_project(tmp_path)
+
+    ran = run_here(root, server, cli_path, {"workflow.failure_threshold": 3, "workflow.unattended": True})
+
+    assert ran.code == 2, "\n".join(ran.lines)
+    assert "core/1 failed 3 times" in ran.detail and "workflow.failure_threshold=3" in ran.detail
+    assert all(reason in ran.detail for reason in CHURN_REASONS)
+    run = story(root)
+    assert len(run.invocations(task="core/1")) == 3
+    assert server.uses("core-1-fourth-attempt") == 0
+    failures = [e.reason for e in run.of(ev.TaskStatusChanged) if e.task_id == "core/1" and e.to_state == "failed"]
+    assert failures == CHURN_REASONS
+    (churn,) = [e for e in run.of(ev.GuardrailTripped) if e.category == "churn"]
+    assert churn.level == "pause"
+    assert run.index(run.finish_of(run.invocations(task="core/1")[-1])) < run.index(churn)
+    assert isinstance(run.events[-1], ev.SessionPaused)
+    assert run.status == "paused"
+
+
+# -- 3 and 4. false completion (B4) and tool discipline (B5): one shared run ----------------------
+
+CORE_1 = DEMO_RULES["task-core-1"].turns
+VIEW_NORMALIZE = ("view", {"path": "{{cwd}}/slugify/normalize.py"})
+COMPLETE_CORE_1 = ("update_task_status", {"task_id": "core/1", "status": "complete", "reason": "verified"})
+UNDISCIPLINED_CORE_1 = [
+    *CORE_1[:3],  # context, mkdir, create the package, normalize() and its tests
+    *(turn(f"Reading normalize.py again ({n}/5).", VIEW_NORMALIZE) for n in range(1, 6)),
+    CORE_1[4],  # verify_task_completion — without ever running the tests
+    turn("Verified, so complete.", COMPLETE_CORE_1),  # refused: the tests never ran
+    CORE_1[3],  # bash: python -m pytest -q
+    turn("The tests pass; complete now.", COMPLETE_CORE_1),
+    CORE_1[6],
+]
+
+
+@pytest.fixture(scope="module")
+def undisciplined_run(tmp_path_factory, cli_path):
+    """core/1 reads normalize.py five times and claims completion before running the tests; core/2
+    ends at once; Lopen pauses after three invocations (workflow.max_iterations)."""
+    book = playbook(
+        replace={
+            "task-core-1": rule("task-core-1", UNDISCIPLINED_CORE_1, kind="task", task="core/1"),
+            "task-core-2": rule("task-core-2", [turn("Stopping here.")], kind="task", task="core/2"),
+        }
+    )
+    with ScriptedModelServer(book) as server:
+        root = approved_project(tmp_path_factory.mktemp("undisciplined"))
+        ran = run_here(root, server, cli_path, {"workflow.max_iterations": 3})
+    return ran, story(root), server
+
+
+def test_a_completion_claim_without_running_the_tests_is_refused(undisciplined_run):
+    ran, run, server = undisciplined_run
+    assert ran.code == 2, "\n".join(ran.lines)  # max_iterations, after core/2
+
+    (refused,) = run.of(ev.CompletionRefused)
+    assert (refused.scope, refused.target) == ("task", "core/1")
+    assert TEST_COMMAND in refused.why and "never run" in refused.why
+    assert any(line.strip().startswith("! refused completion of task core/1") for line in ran.lines)
+
+    # the verification passed before the claim: only the missing test run made Lopen refuse
+    passed = [e for e in run.of(ev.OracleVerdictRecorded) if e.target == "core/1"]
+    assert [e.passed for e in passed] == [True] and run.index(passed[0]) < run.index(refused)
+    # the task is not complete after the refused call, until the tests ran and it was claimed again
+    assert not [
+        e for e in run.events[: run.index(refused)] if isinstance(e, ev.TaskStatusChanged) and e.to_state == "complete"
+    ]
+    after = run.events[run.index(refused) :]
+    test_run = next(
+        i for i, e in enumerate(after) if isinstance(e, ev.ToolCalled) and e.arguments.get("command") == TEST_COMMAND
+    )
+    completed = [i for i, e in enumerate(after) if isinstance(e, ev.TaskStatusChanged) and e.to_state == "complete"]
+    assert completed and min(completed) > test_run
+    claims = [e for e in run.of(ev.ToolCalled) if e.tool == "update_task_status"]
+    assert [c.success for c in claims] == [False, True]
+    told = next(r for r in server.chat_requests if any("never run" in t for t in r.tool_results()))
+    assert TEST_COMMAND in told.tool_results()[-1]
+
+
+def test_re_reading_a_file_five_times_puts_a_corrective_instruction_in_the_next_prompt(undisciplined_run):
+    ran, run, server = undisciplined_run
+    core_1, core_2 = run.invocations(task="core/1")[0], run.invocations(task="core/2")[0]
+    views = [e for e in run.of(ev.ToolCalled) if e.invocation_id == core_1.invocation_id and e.tool == "view"]
+    assert len(views) == 5
+
+    (issued,) = run.of(ev.CorrectiveInstructionIssued)
+    assert (issued.invocation_id, issued.category) == (core_1.invocation_id, "file-reads")
+    assert "slugify/normalize.py 5 times" in issued.instruction
+    assert run.index(views[-1]) < run.index(issued) < run.index(core_2)
+    # the next invocation's prompt carries it, and only that invocation's
+    with_note = [r for r in server.chat_requests if issued.instruction in system(r)]
+    assert with_note and all(about(r, kind="task", task="core/2") for r in with_note)
+    first_core_2 = next(r for r in server.chat_requests if about(r, kind="task", task="core/2"))
+    assert first_core_2 in with_note and "Notes from Lopen" in system(first_core_2)
+    assert ran.code == 2  # soft: nothing was refused or paused for it (the pause is max_iterations)
+    assert "max_iterations" in ran.detail
+
+
+# -- 5. spec drift (W8) --------------------------------------------------------------------------
+
+SLUG_04 = (
+    '- [ ] [SLUG-04] A text without any word gives the empty slug: `slugify("")` and\n  `slugify("!!! ???")` are `""`.'
+)
+SLUG_04_EDITED = (
+    '- [ ] [SLUG-04] A text without any word gives the empty slug: `slugify("")`,\n'
+    '  `slugify("   ")` and `slugify("!!! ???")` are `""`.'
+)
+
+
+def test_an_acceptance_criterion_edited_after_planning_replans_from_step_3(tmp_path, cli_path, scripted):
+    server = scripted(playbook())
+    root = approved_project(tmp_path)
+    planned = run_here(root, server, cli_path, stop_before="building", no_resume=True)  # `lopen plan slugify`
+    assert planned.code == 0, "\n".join(planned.lines)
+    spec = root / SPEC
+    assert SLUG_04 in spec.read_text()
+    spec.write_text(spec.read_text().replace(SLUG_04, SLUG_04_EDITED))
+    seen = len(server.chat_requests)
+
+    ran = run_here(root, server, cli_path)
+
+    assert ran.code == 0, "\n".join(ran.lines)
+    run = story(root)
+    assert len(run.of(ev.SessionResumed)) == 1
+    (drift,) = run.of(ev.SpecDriftDetected)
+    assert drift.changed_sections == ("Acceptance Criteria",) and drift.reentry_step == 3
+    assert "  ! spec changed: Acceptance Criteria" in ran.lines
+    assert run.index(run.of(ev.SessionResumed)[0]) < run.index(drift)
+    steps = [(e.step, e.why) for e in run.of(ev.StepEntered)]
+    assert (3, "the specification changed: re-planning") in steps
+    replanned = run.invocations(kind="planning", step=3)
+    assert len(replanned) == 1 and run.index(drift) < run.index(replanned[0])
+    first = next(r for r in server.chat_requests[seen:] if about(r, kind="planning", step="3") and r.turn == 0)
+    assert "specification changed" in system(first) and "Acceptance Criteria" in system(first)
+
+    core_lists = [tuple(t.id for t in e.tasks) for e in run.of(ev.TasksRecorded) if e.component == "core"]
+    assert core_lists == [("core/1", "core/2"), ("core/1", "core/2")]  # the first plan, then the re-plan
+    done = [e.task_id for e in run.of(ev.TaskStatusChanged) if e.to_state == "complete"]
+    assert done == ["core/1", "core/2", "cli/1"]
+    assert run.status == "completed"
+
+
+# -- 6. crash resume (S6, W3) --------------------------------------------------------------------
+
+SLOW = 20.0
+# core/2's second request (after it viewed normalize.py, before it writes anything) hangs once
+SLOW_CORE_2 = rule(
+    "core-2-hangs",
+    [Turn(text="(never delivered: Lopen is killed while waiting)", fault="slow", delay=SLOW)],
+    max_uses=1,
+    from_turn=1,
+    kind="task",
+    task="core/2",
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is not alive
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_killed_run_resumes_at_the_cut_off_task_without_redoing_or_double_counting(tmp_path, cli_path, scripted):
+    server = scripted(playbook(SLOW_CORE_2))
+    root = approved_project(tmp_path)
+    env = lopen_env(cli_path, server.url)
+    with (tmp_path / "first.out").open("w") as out:
+        first = subprocess.Popen(
+            LOPEN_RUN, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            hung = _wait(lambda: server.uses("core-2-hangs") == 1 or first.poll() is not None, 150)
+            assert hung and first.poll() is None, (tmp_path / "first.out").read_text()
+            children = _descendants(first.pid)
+            assert children, "the Copilot CLI runs as a child of lopen"
+            killed_at = time.time()
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+            cli_gone = _wait(lambda: not any(_alive(pid) for pid in children), 10)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(first.pid, signal.SIGKILL)  # whatever is left of the first run's process group
+            first.wait()
+    assert cli_gone, "the Copilot CLI outlived the lopen process that was killed"
+    before = story(root)
+    assert before.status == "running"
+    assert [e.task for e in before.invocations(kind="task")] == ["core/1", "core/2"]
+    cut_off = before.invocations(task="core/2")[0]
+    assert before.finish_of(cut_off) is None  # it was killed mid-way: no usage, no finish recorded
+
+    again = subprocess.run(LOPEN_RUN, cwd=root, env=env, capture_output=True, text=True, timeout=240)
+
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"session {before.session_id}" in again.stdout
+    run = story(root)
+    assert run.session_id == before.session_id and run.status == "completed"
+    (resumed,) = run.of(ev.SessionResumed)
+    after_resume = [e for e in run.events[run.index(resumed) :] if isinstance(e, ev.InvocationStarted)]
+    assert (after_resume[0].kind, after_resume[0].task) == ("task", "core/2")
+    assert [e.task for e in run.invocations(kind="task")] == ["core/1", "core/2", "core/2", "cli/1"]
+
+    core_1 = [r.received_at for r in server.chat_requests if about(r, task="core/1")]
+    assert core_1 and max(core_1) < killed_at  # core/1 and its oracle: the first run's requests only
+    assert server.uses("core-2-hangs") == 1  # the hanging turn was not replayed
+    done = [e.task_id for e in run.of(ev.TaskStatusChanged) if e.to_state == "complete"]
+    assert done == ["core/1", "core/2", "cli/1"]
+    assert len(git(root, "log", "--format=%s", "main..lopen/slugify").splitlines()) == 3
+
+    used = run.of(ev.TokensUsed)
+    assert run.totals.input == sum(e.input for e in used)
+    assert run.totals.output == sum(e.output for e in used)
+    # ...which is every answered request except those of the invocation the kill cut off
+    answered = [r for r in server.chat_requests if r.response_kind == "ok"]
+    lost = [r for r in answered if r.received_at < killed_at and about(r, kind="task", task="core/2")]
+    assert len(lost) == 1
+    assert run.totals.input == sum(r.usage.prompt_tokens for r in answered) - lost[0].usage.prompt_tokens
+    assert run.totals.output == sum(r.usage.completion_tokens for r in answered) - lost[0].usage.completion_tokens
+
+
+# -- 7. rate limits (L6) -------------------------------------------------------------------------
+
+
+def test_a_model_rate_limited_twice_is_waited_for_and_the_run_completes(tmp_path, cli_path, scripted):
+    limited = rule("planning-rate-limited", [Turn(fault="rate_limit", retry_after=1)], max_uses=2, kind="planning")
+    server = scripted(playbook(limited))
+    root = approved_project(tmp_path)
+
+    ran = run_here(root, server, cli_path, no_resume=True)
+
+    assert ran.code == 0, "\n".join(ran.lines)
+    first_turn = [r for r in server.chat_requests if about(r, kind="planning", step="2") and r.turn == 0]
+    assert [r.response_kind for r in first_turn] == ["rate_limit", "rate_limit", "ok"]
+    assert first_turn[2].received_at - first_turn[1].answered_at >= 0.9  # Retry-After: 1 was honoured
+
+    run = story(root)
+    (planning,) = run.invocations(kind="planning", step=2)
+    assert run.finish_of(planning).outcome == "ok"
+    retries = [e for e in run.of(ev.GuardrailTripped) if e.category == "retry"]
+    assert len(retries) == 2 and all(e.level == "warn" and "rate_limit" in e.detail for e in retries)
+    assert all(run.index(planning) < run.index(e) < run.index(run.finish_of(planning)) for e in retries)
+    shown = [line.strip() for line in ran.lines if line.strip().startswith("! retry:")]
+    assert shown == [f"! retry: {e.detail}" for e in retries]
+    assert not any("0.0 s" in line for line in shown)  # the CLI's own wait is not known: no fake countdown
+    assert run.status == "completed"
+
+
+# -- 8. model fallback (L4) ----------------------------------------------------------------------
+
+
+def test_an_unavailable_model_falls_back_once_for_the_rest_of_the_session(tmp_path, cli_path, scripted):
+    server = scripted(playbook())
+    root = approved_project(tmp_path)
+    gone = "scripted-retired"
+    extra = {"models.planning": gone, "models.building": gone, "models.fallback": [MAIN_MODEL]}
+
+    ran = run_here(root, server, cli_path, extra, no_resume=True)
+
+    assert ran.code == 0, "\n".join(ran.lines)
+    run = story(root)
+    (fell,) = run.of(ev.ModelFellBack)
+    assert (fell.from_model, fell.to_model) == (gone, MAIN_MODEL)
+    assert f"  ! model {gone} unavailable, falling back to {MAIN_MODEL}" in ran.lines
+    started = run.of(ev.InvocationStarted)
+    assert started[0].model == gone and run.index(started[0]) < run.index(fell)
+    assert len(started) == 6 and all(e.model == MAIN_MODEL for e in started[1:])
+
+    asked = [r.body["model"] for r in server.chat_requests]
+    assert asked[0] == gone and gone not in asked[1:]  # never requested again
+    assert server.chat_requests[0].response_kind == "unknown_model"
+    assert run.status == "completed"
