@@ -22,6 +22,15 @@ class TaskRunnerActor(pykka.ThreadingActor):
         task = self.run.plan().task(assessment.task)
         assert task is not None
         self.run.start_scope("task", task.id, self.git.head().get())
+        leftovers = self.run.repo.dirty_files() if task.state == "in-progress" else []
+        if leftovers:  # an invocation of this task was cut off (crash, kill): say what it left behind
+            shown = ", ".join(leftovers[:20]) + (" …" if len(leftovers) > 20 else "")
+            notes = (
+                *notes,
+                f"An earlier invocation of {task.id} was cut off before it finished. It left these "
+                f"uncommitted changes, which are still in the working tree: {shown}. Build on them (edit "
+                "files that exist rather than creating them again) or undo what is wrong.",
+            )
         if task.state in ("pending", "failed"):
             self.run.record(
                 ev.TaskStatusChanged(

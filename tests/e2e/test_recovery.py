@@ -491,6 +491,7 @@ def test_a_killed_run_resumes_at_the_cut_off_task_without_redoing_or_double_coun
     assert [e.task for e in before.invocations(kind="task")] == ["core/1", "core/2"]
     cut_off = before.invocations(task="core/2")[0]
     assert before.finish_of(cut_off) is None  # it was killed mid-way: no usage, no finish recorded
+    (root / "slugify" / "draft_core.py").write_text("# what the cut-off invocation had written\n")
 
     again = subprocess.run(LOPEN_RUN, cwd=root, env=env, capture_output=True, text=True, timeout=240)
 
@@ -501,6 +502,9 @@ def test_a_killed_run_resumes_at_the_cut_off_task_without_redoing_or_double_coun
     (resumed,) = run.of(ev.SessionResumed)
     after_resume = [e for e in run.events[run.index(resumed) :] if isinstance(e, ev.InvocationStarted)]
     assert (after_resume[0].kind, after_resume[0].task) == ("task", "core/2")
+    rerun = next(r for r in server.chat_requests if r.received_at > killed_at and about(r, task="core/2"))
+    system = next(m["content"] for m in rerun.body["messages"] if m["role"] == "system")
+    assert "was cut off" in system and "slugify/draft_core.py" in system  # told what the kill left behind
     assert [e.task for e in run.invocations(kind="task")] == ["core/1", "core/2", "core/2", "cli/1"]
 
     core_1 = [r.received_at for r in server.chat_requests if about(r, task="core/1")]
