@@ -20,9 +20,10 @@ def check_budget(used: float, budget: float, warning: float, confirmation: float
 
 
 class GuardrailActor(pykka.ThreadingActor):
-    def __init__(self, run) -> None:
+    def __init__(self, run, metrics) -> None:
         super().__init__()
         self.run = run
+        self.metrics = metrics
 
     def check(self, invocations: int) -> GuardDecision:
         settings = self.run.settings
@@ -32,7 +33,7 @@ class GuardrailActor(pykka.ThreadingActor):
                 category="max_iterations",
                 detail=f"{invocations} invocations reached workflow.max_iterations",
             )
-        totals = self.run.module_totals()
+        totals = self.metrics.module_totals().get()
         budget = settings.budget
         decisions = [
             check_budget(

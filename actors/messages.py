@@ -49,3 +49,10 @@ class RunResult(msgspec.Struct, frozen=True):
     status: str
     detail: str
     session_id: str
+
+
+class Totals(msgspec.Struct, frozen=True):
+    """A module's spend across all its sessions: input + output tokens and premium requests."""
+
+    tokens: int = 0
+    premium: float = 0.0

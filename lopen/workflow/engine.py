@@ -95,6 +95,7 @@ def run_module(
     from actors.git import GitActor
     from actors.guardrail import GuardrailActor
     from actors.messages import VerifyRequest
+    from actors.metrics import MetricsActor
     from actors.oracle import OracleActor
     from actors.planner import PlannerActor
     from actors.task_runner import TaskRunnerActor
@@ -129,7 +130,7 @@ def run_module(
                     conductor = ConductorActor.start(
                         run,
                         assessor=AssessorActor.start(run).proxy(),
-                        guardrail=GuardrailActor.start(run).proxy(),
+                        guardrail=GuardrailActor.start(run, MetricsActor.start(store, module).proxy()).proxy(),
                         planner=PlannerActor.start(run, invoker).proxy(),
                         task_runner=TaskRunnerActor.start(run, invoker, git).proxy(),
                         say=say,

@@ -8,8 +8,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
-
 from events import catalogue as ev
 from events.recorded import module_stream, session_stream
 from events.store import EventStore
@@ -22,11 +20,6 @@ from lopen.workflow.state import RunState
 from lopen.workflow.toolbox import PlanView, TaskView
 
 VERIFY_TESTS = "verify-tests"
-
-
-class Totals(msgspec.Struct, frozen=True):
-    tokens: int
-    premium: float
 
 
 class ModuleRun:
@@ -120,16 +113,6 @@ class ModuleRun:
 
     def current_step(self) -> int:
         return self.state.step
-
-    def session_totals(self) -> Totals:
-        return Totals(tokens=self.state.tokens, premium=self.state.premium)
-
-    def module_totals(self) -> Totals:
-        """Tokens and premium requests of every session of this module (budgets span sessions)."""
-        projections = self.store.projections
-        projections.catch_up()
-        module = projections.tokens.module(self.module)
-        return Totals(tokens=module.input + module.output, premium=module.premium) if module else Totals(0, 0.0)
 
     def pending_notes(self) -> tuple[str, ...]:
         """Corrective instructions and queued user messages for the next invocation (W11), once each."""

@@ -39,8 +39,6 @@ class RunState:
         self.branch_base = ""
         self.step = 0
         self.invocations = 0
-        self.tokens = 0
-        self.premium = 0.0
         self.notes: list[str] = []
         self.queued: dict[str, str] = {}
         self.spec_baseline: dict[str, str] = {}
@@ -142,10 +140,6 @@ class RunState:
     def _on_InvocationFinished(self, e: ev.InvocationFinished) -> None:
         if self.invocation_kind == "planning" and e.outcome == "ok":
             self.replan_from = 0
-
-    def _on_TokensUsed(self, e: ev.TokensUsed) -> None:
-        self.tokens += e.input + e.output
-        self.premium += e.premium
 
     def _on_UserMessageQueued(self, e: ev.UserMessageQueued) -> None:
         self.queued[e.message_id] = e.text

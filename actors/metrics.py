@@ -1,0 +1,45 @@
+"""The Metrics actor (L5): the module's token and premium-request totals, kept current from the bus.
+
+It starts from the token projection (every session of the module) and adds each `TokensUsed`
+event of its module as it is appended, so the Guardrail's budget check before every invocation
+costs no store read.
+"""
+
+from __future__ import annotations
+
+import pykka
+
+from actors.messages import Totals
+from events import catalogue as ev
+from events.recorded import Recorded
+
+
+class MetricsActor(pykka.ThreadingActor):
+    def __init__(self, store, module: str) -> None:
+        super().__init__()
+        self.store = store
+        self.module = module
+        self.totals = Totals()
+        self.subscription = None
+
+    def on_start(self) -> None:
+        projections = self.store.projections
+        projections.catch_up()
+        row = projections.tokens.module(self.module)
+        self.totals = Totals(tokens=row.input + row.output, premium=row.premium) if row else Totals()
+        me = self.actor_ref.proxy()
+        self.subscription = self.store.subscribe(lambda recorded: me.observe(recorded))
+
+    def on_stop(self) -> None:
+        if self.subscription is not None:
+            self.subscription.cancel()
+
+    def observe(self, recorded: Recorded) -> None:
+        event = recorded.event
+        if isinstance(event, ev.TokensUsed) and event.module == self.module:
+            self.totals = Totals(
+                tokens=self.totals.tokens + event.input + event.output, premium=self.totals.premium + event.premium
+            )
+
+    def module_totals(self) -> Totals:
+        return self.totals
