@@ -54,7 +54,8 @@ def prepare_project(target: Path) -> Path:
     return target
 
 
-def demo_settings(root: Path, url: str):
+def demo_settings(root: Path, url: str, extra: dict[str, object] | None = None):
+    """Every session on the scripted model at ``url``; ``extra`` settings on top (tests use it)."""
     overrides = {
         "provider.type": "openai",
         "provider.base_url": url,
@@ -64,6 +65,7 @@ def demo_settings(root: Path, url: str):
         "models.research": MAIN_MODEL,
         "models.oracle": ORACLE_MODEL,
         "models.fallback": [],
+        **(extra or {}),
     }
     return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "lopen demo"))
 

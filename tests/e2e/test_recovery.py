@@ -25,7 +25,6 @@ import pytest
 from events import catalogue as ev
 from events.recorded import session_stream
 from events.store import EventStore
-from lopen.config import load_settings
 from lopen.scripted_model import (
     LoggedRequest,
     Match,
@@ -38,7 +37,7 @@ from lopen.scripted_model import (
     load_playbook,
 )
 from lopen.workflow.approval import approve_spec
-from lopen.workflow.demo import MAIN_MODEL, MODULE, ORACLE_MODEL, PLAYBOOK, prepare_project
+from lopen.workflow.demo import MAIN_MODEL, MODULE, ORACLE_MODEL, PLAYBOOK, demo_settings, prepare_project
 from lopen.workflow.engine import run_module
 
 pytestmark = pytest.mark.e2e
@@ -106,19 +105,8 @@ def approved_project(tmp_path: Path) -> Path:
 
 
 def settings_for(root: Path, url: str, extra: dict[str, object] | None = None):
-    """The demo's settings (lopen.workflow.demo.demo_settings) with ``extra`` on top."""
-    overrides = {
-        "provider.type": "openai",
-        "provider.base_url": url,
-        "models.requirement_gathering": MAIN_MODEL,
-        "models.planning": MAIN_MODEL,
-        "models.building": MAIN_MODEL,
-        "models.research": MAIN_MODEL,
-        "models.oracle": ORACLE_MODEL,
-        "models.fallback": [],
-        **(extra or {}),
-    }
-    return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "test_recovery"))
+    """The demo's settings with ``extra`` on top."""
+    return demo_settings(root, url, extra)
 
 
 class Ran(NamedTuple):
