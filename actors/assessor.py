@@ -6,8 +6,9 @@ from __future__ import annotations
 import pykka
 
 from actors.messages import Assessment
+from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind
-from lopen.workflow.toolbox import PlanView
+from lopen.workflow.toolbox import ComponentView, PlanView
 
 
 def assess(plan: PlanView, verified: set[tuple[str, str]], module: str, replan_from: int = 0) -> Assessment:
@@ -49,7 +50,7 @@ def assess(plan: PlanView, verified: set[tuple[str, str]], module: str, replan_f
     )
 
 
-def _done(component, verified: set[tuple[str, str]]) -> bool:
+def _done(component: ComponentView, verified: set[tuple[str, str]]) -> bool:
     if component.status == "done" and not component.tasks:
         return True
     return (
@@ -60,7 +61,7 @@ def _done(component, verified: set[tuple[str, str]]) -> bool:
 
 
 class AssessorActor(pykka.ThreadingActor):
-    def __init__(self, run) -> None:
+    def __init__(self, run: ModuleRun) -> None:
         super().__init__()
         self.run = run
 

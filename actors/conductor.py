@@ -10,8 +10,13 @@ from collections.abc import Callable
 import msgspec
 import pykka
 
+from actors.assessor import AssessorActor
+from actors.guardrail import GuardrailActor
 from actors.messages import Assessment, GuardDecision, RunResult, StepOutcome
+from actors.planner import PlannerActor
+from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
+from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
 CRITICAL = {"auth": "authentication failed", "fatal": "the model call failed", "model_unavailable": "no model left"}
@@ -20,12 +25,12 @@ CRITICAL = {"auth": "authentication failed", "fatal": "the model call failed", "
 class ConductorActor(pykka.ThreadingActor):
     def __init__(
         self,
-        run,
+        run: ModuleRun,
         *,
-        assessor,
-        guardrail,
-        planner,
-        task_runner,
+        assessor: pykka.ActorProxy[AssessorActor],
+        guardrail: pykka.ActorProxy[GuardrailActor],
+        planner: pykka.ActorProxy[PlannerActor],
+        task_runner: pykka.ActorProxy[TaskRunnerActor],
         say: Callable[[str], None],
         stop_before: str = "",
         ask: Callable[[str], bool] | None = None,

@@ -6,10 +6,11 @@ import pykka
 
 from events import catalogue as ev
 from lopen.git import Repository
+from lopen.workflow.run import ModuleRun
 
 
 class GitActor(pykka.ThreadingActor):
-    def __init__(self, run, repo: Repository) -> None:
+    def __init__(self, run: ModuleRun, repo: Repository) -> None:
         super().__init__()
         self.run = run
         self.repo = repo

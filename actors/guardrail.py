@@ -5,6 +5,8 @@ from __future__ import annotations
 import pykka
 
 from actors.messages import GuardDecision
+from actors.metrics import MetricsActor
+from lopen.workflow.run import ModuleRun
 
 
 def check_budget(used: float, budget: float, warning: float, confirmation: float, what: str) -> GuardDecision | None:
@@ -20,7 +22,7 @@ def check_budget(used: float, budget: float, warning: float, confirmation: float
 
 
 class GuardrailActor(pykka.ThreadingActor):
-    def __init__(self, run, metrics) -> None:
+    def __init__(self, run: ModuleRun, metrics: pykka.ActorProxy[MetricsActor]) -> None:
         super().__init__()
         self.run = run
         self.metrics = metrics

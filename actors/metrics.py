@@ -11,16 +11,18 @@ import pykka
 
 from actors.messages import Totals
 from events import catalogue as ev
+from events.bus import Subscription
 from events.recorded import Recorded
+from events.store import EventStore
 
 
 class MetricsActor(pykka.ThreadingActor):
-    def __init__(self, store, module: str) -> None:
+    def __init__(self, store: EventStore, module: str) -> None:
         super().__init__()
         self.store = store
         self.module = module
         self.totals = Totals()
-        self.subscription = None
+        self.subscription: Subscription | None = None
 
     def on_start(self) -> None:
         projections = self.store.projections

@@ -7,12 +7,14 @@ import pykka
 from actors.messages import VerifyRequest
 from events import catalogue as ev
 from lopen.copilot import InvocationRequest
+from lopen.copilot.gateway import Gateway
 from lopen.workflow import oracle
 from lopen.workflow.models import premium_requests
+from lopen.workflow.run import ModuleRun
 
 
 class OracleActor(pykka.ThreadingActor):
-    def __init__(self, run, gateway) -> None:
+    def __init__(self, run: ModuleRun, gateway: Gateway) -> None:
         super().__init__()
         self.run = run
         self.gateway = gateway

@@ -7,11 +7,12 @@ import pykka
 
 from actors.messages import Assessment, StepOutcome
 from lopen.workflow.invoke import Invoker
+from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind
 
 
 class PlannerActor(pykka.ThreadingActor):
-    def __init__(self, run, invoker: Invoker) -> None:
+    def __init__(self, run: ModuleRun, invoker: Invoker) -> None:
         super().__init__()
         self.run = run
         self.invoker = invoker

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import pykka
 
+from actors.git import GitActor
 from actors.messages import Assessment, StepOutcome
 from events import catalogue as ev
 from lopen.workflow.invoke import Invoker
+from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind
 
 
 class TaskRunnerActor(pykka.ThreadingActor):
-    def __init__(self, run, invoker: Invoker, git) -> None:
+    def __init__(self, run: ModuleRun, invoker: Invoker, git: pykka.ActorProxy[GitActor]) -> None:
         super().__init__()
         self.run = run
         self.invoker = invoker

@@ -197,7 +197,7 @@ class Gateway:
                 await asyncio.sleep(delay)
             self._unavailable.add(model)
             if position + 1 < len(chain):
-                emit(ModelFellBack(from_model=model, to_model=chain[position + 1], why=last.error.message))
+                emit(ModelFellBack(from_model=model, to_model=chain[position + 1], why=error.message))
         assert last is not None
         last.error = InvocationError(
             kind=ErrorKind.MODEL_UNAVAILABLE,

@@ -9,6 +9,7 @@ from pathlib import Path
 from events import catalogue as ev
 from events.locks import module_lock
 from events.store import EventStore
+from lopen.config import Settings
 from lopen.copilot.gateway import Gateway
 from lopen.documents.paths import spec_path
 from lopen.documents.spec_check import check_module
@@ -20,7 +21,9 @@ from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind, Phase
 
 
-def draft_spec(root: Path, module: str, settings, say: Callable[[str], None], prompt: str) -> tuple[int, str, str]:
+def draft_spec(
+    root: Path, module: str, settings: Settings, say: Callable[[str], None], prompt: str
+) -> tuple[int, str, str]:
     """Have the model draft ``docs/requirements/<module>/SPECIFICATION.md``; returns (exit code, session, detail)."""
     with EventStore.open(root, settings.store.url) as store, module_lock(root, module):
         repo = Repository(root)

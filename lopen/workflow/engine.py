@@ -16,6 +16,7 @@ from events import catalogue as ev
 from events.locks import module_lock
 from events.store import EventStore
 from lopen import __version__
+from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
 from lopen.copilot.locate import find_cli
 from lopen.errors import InterventionRequired, LopenError
@@ -27,7 +28,7 @@ from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind
 
 
-def gateway_config(settings, root: Path) -> GatewayConfig:
+def gateway_config(settings: Settings, root: Path) -> GatewayConfig:
     """With a BYOK provider the CLI keeps its state under `.lopen/copilot/`: no GitHub login is needed."""
     provider = settings.provider
     return GatewayConfig(
@@ -59,7 +60,7 @@ def unfinished_session(store: EventStore, module: str) -> str | None:
     return max(candidates, key=lambda s: s.started_at).id if candidates else None
 
 
-def open_session(store: EventStore, module: str, settings, *, resume: str | None, no_resume: bool) -> str:
+def open_session(store: EventStore, module: str, settings: Settings, *, resume: str | None, no_resume: bool) -> str:
     models = {
         "building": settings.models.building,
         "planning": settings.models.planning,
@@ -80,7 +81,7 @@ def open_session(store: EventStore, module: str, settings, *, resume: str | None
 def run_module(
     root: Path,
     module: str,
-    settings,
+    settings: Settings,
     say: Callable[[str], None],
     *,
     resume: str | None = None,

@@ -13,16 +13,29 @@ from collections.abc import Callable
 import msgspec
 
 from events import catalogue as ev
+from lopen.config import Settings
 from lopen.copilot import InvocationRequest, InvocationResult
 from lopen.copilot.results import ModelFellBack, RetryScheduled, StreamEvent, ToolFinished
+from lopen.documents.context import Kind as ContextKind
 from lopen.documents.context import assemble_context
 from lopen.workflow.discipline import analyze, content_hash, exit_code
 from lopen.workflow.models import premium_requests
 from lopen.workflow.prompts import PromptContext, system_message, user_prompt
+from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind, phase_of, toolset
-from lopen.workflow.toolbox import Run, Toolbox
+from lopen.workflow.toolbox import Toolbox
 
 RESULT_SUMMARY = 300
+# The document context each kind of invocation gets (lopen.documents.context): a component's
+# verification reads like the oracle's — its acceptance criteria, its sections and the hooks.
+CONTEXT_KINDS: dict[Kind, ContextKind] = {
+    Kind.SPEC: "spec",
+    Kind.PLANNING: "planning",
+    Kind.TASK: "task",
+    Kind.COMPONENT_VERIFICATION: "oracle",
+    Kind.MODULE_VERIFICATION: "module-verification",
+    Kind.ORACLE: "oracle",
+}
 _counter = itertools.count(1)
 
 
@@ -40,13 +53,13 @@ def new_invocation_id(kind: Kind) -> str:
 class Invoker:
     """Runs invocations for one module run; `invoke_gateway` is the gateway's invoke."""
 
-    def __init__(self, run: Run, invoke_gateway: Callable[..., InvocationResult], settings: object) -> None:
+    def __init__(self, run: ModuleRun, invoke_gateway: Callable[..., InvocationResult], settings: Settings) -> None:
         self.run = run
         self.invoke_gateway = invoke_gateway
         self.settings = settings
 
     def models_for(self, kind: Kind) -> list[str]:
-        models = self.settings.models  # type: ignore[attr-defined]
+        models = self.settings.models
         primary = {
             Kind.SPEC: models.requirement_gathering,
             Kind.PLANNING: models.planning,
@@ -73,10 +86,10 @@ class Invoker:
         context = assemble_context(
             self.run.root,
             self.run.module,
-            kind.value,
+            CONTEXT_KINDS[kind],
             component=component or None,
             task=task_text or None,
-            budget_tokens=self.settings.context.token_budget,  # type: ignore[attr-defined]
+            budget_tokens=self.settings.context.token_budget,
         )
         prompt_ctx = PromptContext(
             module=self.run.module,
@@ -95,7 +108,7 @@ class Invoker:
             prompt=user_prompt(prompt_ctx),
             system_message=system_message(prompt_ctx),
             working_directory=str(self.run.root),
-            timeout=self.settings.copilot.invocation_timeout,  # type: ignore[attr-defined]
+            timeout=self.settings.copilot.invocation_timeout,
         )
         self.run.record(
             ev.InvocationStarted(
@@ -179,7 +192,7 @@ class Invoker:
                     invocation_id=invocation_id, used=result.context.used, limit=result.context.limit
                 )
             )
-        discipline = self.settings.tool_discipline  # type: ignore[attr-defined]
+        discipline = self.settings.tool_discipline
         for finding in analyze(
             result.tool_calls,
             discipline.max_file_reads,

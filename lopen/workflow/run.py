@@ -11,6 +11,7 @@ from pathlib import Path
 from events import catalogue as ev
 from events.recorded import module_stream, session_stream
 from events.store import EventStore
+from lopen.config import Settings
 from lopen.documents.criteria import acceptance_criteria, skills_and_hooks
 from lopen.documents.hashing import compare, section_hashes
 from lopen.documents.section_cache import load_spec
@@ -24,7 +25,7 @@ VERIFY_TESTS = "verify-tests"
 
 class ModuleRun:
     def __init__(
-        self, root: Path, module: str, session_id: str, settings: object, store: EventStore, repo: Repository
+        self, root: Path, module: str, session_id: str, settings: Settings, store: EventStore, repo: Repository
     ) -> None:
         self.root = root
         self.module = module
