@@ -45,6 +45,7 @@ class ConductorActor(pykka.ThreadingActor):
         self.stop_before = stop_before
         self.ask = ask
         self.confirmed: set[str] = set()
+        self.tripped: set[tuple[str, str]] = set()
         self.failures: Counter[str] = Counter()
 
     def run_module(self) -> RunResult:
@@ -63,7 +64,10 @@ class ConductorActor(pykka.ThreadingActor):
                 self._enter(assessment.step, assessment.why)
                 last_step = assessment.step
             decision = self.guardrail.check(self.run.invocation_count()).get()
-            if decision.action != "allow":
+            if decision.action == "pause" and decision.category in self.confirmed:
+                decision = msgspec.structs.replace(decision, action="allow")  # the user said go on, once
+            if decision.action != "allow" and (decision.category, decision.action) not in self.tripped:
+                self.tripped.add((decision.category, decision.action))  # once per run, not every invocation
                 self.run.record(
                     ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)
                 )

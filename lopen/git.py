@@ -21,7 +21,13 @@ class Repository:
     def _git(self, *args: str, check: bool = True) -> str:
         try:
             done = subprocess.run(
-                ["git", *args], cwd=self.root, capture_output=True, text=True, timeout=120, check=False
+                ["git", *args],
+                cwd=self.root,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                stdin=subprocess.DEVNULL,
             )
         except FileNotFoundError as exc:
             raise GitError("git is not installed", str(exc), "install git (apt-get install git)") from exc

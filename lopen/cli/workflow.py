@@ -106,9 +106,17 @@ def _start(
         no_resume=no_resume,
         stop_before=stop_before,
         message=prompt,
-        ask=None if headless or not sys.stdin.isatty() else lambda question: typer.confirm(question, default=False),
+        ask=None if headless or not sys.stdin.isatty() else _confirm,
     )
     _finish(code, session_id, detail)
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; only an explicit yes goes on (anything else, or end of input, is no)."""
+    import sys
+
+    typer.echo(f"{question} [y/N]: ", nl=False)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def _finish(code: int, session_id: str, detail: str) -> None:

@@ -68,7 +68,15 @@ def run_command(name: str, command: str, root: Path, timeout: float = 900) -> Co
     started = time.monotonic()
     try:
         done = subprocess.run(
-            command, shell=True, cwd=root, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            command,
+            shell=True,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+            stdin=subprocess.DEVNULL,  # never the user's terminal: Lopen may be asking a question on it
         )
         output, code = (done.stdout + done.stderr), done.returncode
     except subprocess.TimeoutExpired as exc:

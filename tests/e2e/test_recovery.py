@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -236,6 +237,40 @@ def test_budget_warns_after_planning_and_pauses_headless_before_the_next_invocat
     assert isinstance(run.events[-1], ev.SessionPaused) and figures in run.events[-1].reason
     assert run.status == "paused"
     assert not any(about(r, task="core/2") for r in server.chat_requests)
+
+
+def test_an_interactive_run_asks_at_the_budget_pause_and_goes_on_when_told(tmp_path, cli_path, scripted):
+    """Without --headless and with a terminal, the pause is a question; "y" lets the run finish."""
+    server = scripted(playbook())
+    root = approved_project(tmp_path)
+    env = lopen_env(cli_path, server.url, BUDGET__TOKEN_BUDGET_PER_MODULE=str(BUDGET))
+    command = [arg for arg in LOPEN_RUN if arg != "--headless"]
+    terminal, tty = os.openpty()  # Lopen gets the terminal's side; the test types on the other
+    child = subprocess.Popen(command, cwd=root, env=env, stdin=tty, stdout=tty, stderr=tty)
+    os.close(tty)
+    seen = b""
+    try:
+        while b"Continue?" not in seen and child.poll() is None:
+            ready, _, _ = select.select([terminal], [], [], 60)
+            assert ready, seen.decode(errors="replace")
+            seen += os.read(terminal, 4096)
+        os.write(terminal, b"y\n")
+        deadline = time.monotonic() + 180
+        while child.poll() is None and time.monotonic() < deadline:
+            if select.select([terminal], [], [], 1)[0]:
+                with contextlib.suppress(OSError):
+                    seen += os.read(terminal, 4096)
+    finally:
+        os.close(terminal)
+        if child.poll() is None:
+            child.kill()
+
+    assert child.returncode == 0, seen.decode(errors="replace")[-3000:]
+    run = story(root)
+    budget = [(e.level, e.detail) for e in run.of(ev.GuardrailTripped) if e.category == "budget"]
+    assert budget[-1][0] == "warn" and budget[-1][1].endswith("the user chose to continue")
+    assert ("pause", budget[-1][1].removesuffix("; the user chose to continue")) in budget
+    assert run.status == "completed"
 
 
 # -- 2. churn (B3, W7) ---------------------------------------------------------------------------
