@@ -1,14 +1,14 @@
 """Errors of the event store. Each says what failed, why, and how to fix it.
 
-``events`` cannot import ``lopen``, so these mirror ``lopen.errors.LopenError``
-(``what``/``why``/``how`` and ``render()``); the CLI converts them.
+`Problem` is the shape every user-facing error of Lopen has (``lopen.errors.LopenError`` derives
+from it too: ``events`` is the bottom layer and cannot import ``lopen``).
 """
 
 from __future__ import annotations
 
 
-class StoreError(Exception):
-    """An event-store failure a user can act on."""
+class Problem(Exception):
+    """What failed, why, and how to fix it."""
 
     def __init__(self, what: str, why: str = "", how: str = "") -> None:
         super().__init__(what)
@@ -23,6 +23,10 @@ class StoreError(Exception):
         if self.how:
             lines.append(f"  fix: {self.how}")
         return "\n".join(lines)
+
+
+class StoreError(Problem):
+    """An event-store failure a user can act on."""
 
 
 class ConcurrencyConflict(StoreError):

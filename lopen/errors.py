@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from events.errors import Problem
 
-class LopenError(Exception):
+
+class LopenError(Problem):
     """An error a user can act on. The CLI prints it without a traceback.
 
     ``exit_code`` is 1 for failures and 2 when a person must intervene.
@@ -12,20 +14,9 @@ class LopenError(Exception):
     exit_code: int = 1
 
     def __init__(self, what: str, why: str = "", how: str = "", *, exit_code: int | None = None) -> None:
-        super().__init__(what)
-        self.what = what
-        self.why = why
-        self.how = how
+        super().__init__(what, why, how)
         if exit_code is not None:
             self.exit_code = exit_code
-
-    def render(self) -> str:
-        lines = [f"error: {self.what}"]
-        if self.why:
-            lines.append(f"  why: {self.why}")
-        if self.how:
-            lines.append(f"  fix: {self.how}")
-        return "\n".join(lines)
 
 
 class InterventionRequired(LopenError):

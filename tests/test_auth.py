@@ -29,7 +29,6 @@ from lopen.auth import (
     provider_status,
 )
 from lopen.config import Provider, Settings
-from lopen.copilot.locate import find_cli
 from lopen.errors import LopenError
 
 PROXY_VARS = (
@@ -43,16 +42,6 @@ PROXY_VARS = (
     "no_proxy",
 )
 GOOD_KEY = "sk-good-key-0123456789"
-
-
-@pytest.fixture(scope="module")
-def cli_path() -> str:
-    try:
-        return find_cli().path
-    except LopenError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the Copilot CLI is required in CI: {exc.what}")
-        pytest.skip(f"needs the Copilot CLI: {exc.what} — run bin/setup")
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
 from lopen.cli.spec import spec_app
-from lopen.errors import LopenError
 
 app = typer.Typer(
     name="lopen",
@@ -73,15 +72,14 @@ def main() -> None:
     Typer runs standalone: it prints usage errors (exit 2), honours `typer.Exit` codes and turns
     Ctrl-C into exit 130; a LopenError or an event-store error leaves it and is printed here with its exit code.
     """
-    from events.errors import StoreError
+    from events.errors import Problem
 
     try:
         app()
-    except (LopenError, StoreError) as exc:
+    except Problem as exc:  # a LopenError, or an event-store error
         if os.environ.get("LOPEN_DEBUG"):
             raise
         from lopen.cli.output import Console
 
-        error = exc if isinstance(exc, LopenError) else LopenError(exc.what, exc.why, exc.how)
-        Console.for_settings().error(error)
-        sys.exit(error.exit_code)
+        Console.for_settings().error(exc)
+        sys.exit(getattr(exc, "exit_code", 1))

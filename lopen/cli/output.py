@@ -19,6 +19,7 @@ from typing import TextIO
 
 import typer
 
+from events.errors import Problem
 from lopen.config import Settings, load_settings
 from lopen.errors import LopenError
 
@@ -93,7 +94,7 @@ class Console:
     def warn(self, message: str) -> None:
         self.echo(f"{self.style('warning:', fg='yellow', bold=True)} {message}", err=True)
 
-    def error(self, exc: LopenError) -> None:
+    def error(self, exc: Problem) -> None:
         """What failed, why and how to fix it, on stderr."""
         self.echo(f"{self.style('error:', fg='red', bold=True)} {exc.what}", err=True)
         if exc.why:

@@ -21,28 +21,19 @@ TO = typer.Option(
 
 def revert(module: str = MODULE, to: str | None = TO) -> None:
     """Reset lopen/<module> to the last verified task's commit (or --to TASK) and re-open the tasks after it."""
-    from events.errors import StoreError
     from events.store import EventStore
     from lopen.cli.output import Console
     from lopen.config import load_settings
-    from lopen.documents.errors import DocumentError
     from lopen.documents.paths import validate_module
-    from lopen.errors import LopenError
     from lopen.project import find_root
     from lopen.workflow.revert import revert_module, short
 
-    try:
-        validate_module(module)
-    except DocumentError as exc:
-        raise LopenError(str(exc), how="see `lopen modules` for the module names") from None
+    validate_module(module)  # a DocumentError is a LopenError: it prints what and how
     root = find_root()
     settings = load_settings(root)
     console = Console.for_settings(settings)
-    try:
-        with EventStore.open(root, settings.store.url) as store:
-            result = revert_module(root, module, store, to_task=to)
-    except StoreError as exc:
-        raise LopenError(exc.what, exc.why, exc.how) from exc
+    with EventStore.open(root, settings.store.url) as store:
+        result = revert_module(root, module, store, to_task=to)
 
     target = f"{short(result.to_sha)}, the commit that completed {result.target.task_id}"
     if not result.changed:

@@ -61,19 +61,14 @@ def _settings(root: Path) -> tuple[str, int]:
 
 @contextlib.contextmanager
 def _store() -> Iterator[EventStore]:
-    """The project's store; store errors (write failures, corruption, conflicts) become LopenErrors."""
-    from events.errors import StoreError
+    """The project's store; its errors print like every user error (`lopen.cli.main`)."""
     from events.store import EventStore
-    from lopen.errors import LopenError
     from lopen.project import find_root
 
     root = find_root()
     url, _ = _settings(root)
-    try:
-        with EventStore.open(root, url) as store:
-            yield store
-    except StoreError as exc:
-        raise LopenError(exc.what, exc.why, exc.how) from exc
+    with EventStore.open(root, url) as store:
+        yield store
 
 
 def _session_or_fail(store: EventStore, session_id: str | None) -> SessionView:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,20 +9,7 @@ import msgspec
 import pytest
 
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
-from lopen.copilot.locate import find_cli
-from lopen.errors import LopenError
 from lopen.scripted_model import Playbook, ScriptedModelServer, parse_playbook
-
-
-@pytest.fixture(scope="session")
-def cli_path() -> str:
-    """The Copilot CLI bin/setup installed. In CI its absence is a failure, not a skip."""
-    try:
-        return find_cli().path
-    except LopenError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the Copilot CLI is required in CI: {exc.what}")
-        pytest.skip(f"end-to-end tests need the Copilot CLI: {exc.what} — run bin/setup")
 
 
 @pytest.fixture
