@@ -1,7 +1,8 @@
 """Events: the only state Lopen has — event types, the store, projections, replay.
 
 The bottom layer: imports neither ``lopen`` nor ``actors``. Import what you need from the
-submodules (``events.catalogue``, ``events.store``, ``events.recorded``, ``events.locks``,
+submodules (``events.catalogue``, ``events.store``, ``events.recorded``, ``events.fold`` (the one
+fold of a module's plan and progress), ``events.journal`` (recording with it), ``events.locks``,
 ``events.errors``); the names below are also reachable here, loaded on first use so that
 ``import events.catalogue`` stays cheap. See ``events.store`` and docs/store.md, docs/events.md.
 """
@@ -14,8 +15,9 @@ from typing import Any
 _EXPORTS = {
     "EventStore": "events.store",
     "Recorded": "events.recorded",
-    "session_stream": "events.recorded",
     "module_stream": "events.recorded",
+    "Journal": "events.journal",
+    "ModuleState": "events.fold",
     "parse_session_id": "events.recorded",
     "ModuleLock": "events.locks",
     "module_lock": "events.locks",

@@ -13,18 +13,31 @@ Documented field by field in ``docs/events.md``.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
+Scope = Literal["task", "component", "module"]
+TaskState = Literal["pending", "in-progress", "complete", "failed"]
+ComponentStatus = Literal["missing", "partial", "done"]
+Level = Literal["warn", "pause", "block"]
+
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True, gc=False):
-    """Base of every event. Not recorded itself."""
+    """Base of every event. Not recorded itself.
+
+    ``project`` and ``module`` are filled from the stream on append (``module:<project>/<module>``);
+    ``session_id`` is the session that recorded it ("" for facts recorded outside a session, such as
+    a spec approval). ``redaction_exempt`` names fields that hold Lopen's own structural data
+    (hashes, ids, section names): secret redaction never rewrites them.
+    """
 
     schema_version: ClassVar[int] = 1
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset()
     at: float = msgspec.field(default_factory=time.time)
     session_id: str = ""
     module: str = ""
+    project: str = ""
 
 
 class Item(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -43,7 +56,7 @@ class Dependency(Item, kw_only=True):
 class ComponentSpec(Item, kw_only=True):
     name: str
     description: str = ""
-    status: str = "missing"  # missing | partial | done
+    status: ComponentStatus = "missing"
     depends_on: tuple[str, ...] = ()
 
 
@@ -66,10 +79,16 @@ class Finding(Item, kw_only=True):
 
 
 class SessionStarted(Event, kw_only=True):
+    """``protection`` is the sandbox the model runs under (bwrap, landlock or policy); ``worktree`` the
+    folder it works in; ``worker`` names the process (host:pid) for parallel workers."""
+
     lopen_version: str = ""
     models: dict[str, str] = {}
     config_digest: str = ""
     resumed_from: str = ""
+    protection: str = ""
+    worktree: str = ""
+    worker: str = ""
 
 
 class SessionPaused(Event, kw_only=True):
@@ -98,13 +117,20 @@ class SessionDeleted(Event, kw_only=True):
 
 
 class SpecApproved(Event, kw_only=True):
+    """The human gate (W4). ``approver`` is the git user (or ``$USER``) who approved."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver"})
     spec_hash: str
     section_hashes: dict[str, str] = {}
+    approver: str = ""
 
 
 class SpecDriftDetected(Event, kw_only=True):
     """``reentry_step`` 0 = reported only; ``section_hashes`` is the spec as now seen (the next baseline)."""
 
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset(
+        {"changed_sections", "added_sections", "removed_sections", "section_hashes"}
+    )
     changed_sections: tuple[str, ...] = ()
     reentry_step: int = 1
     added_sections: tuple[str, ...] = ()
@@ -127,6 +153,8 @@ class StepEntered(Event, kw_only=True):
 
 
 class InvocationStarted(Event, kw_only=True):
+    """``parent_invocation`` is set on an oracle invocation: the invocation whose verify tool asked."""
+
     invocation_id: str
     phase: str = ""
     step: int = 0
@@ -136,6 +164,7 @@ class InvocationStarted(Event, kw_only=True):
     task: str = ""
     prompt_size: int = 0
     sections_sent: tuple[str, ...] = ()
+    parent_invocation: str = ""
 
 
 class InvocationFinished(Event, kw_only=True):
@@ -146,6 +175,8 @@ class InvocationFinished(Event, kw_only=True):
 
 
 class ToolCalled(Event, kw_only=True):
+    """``agent_id`` is set for a call a sub-agent (the CLI's ``task`` tool) made."""
+
     invocation_id: str = ""
     tool: str
     arguments: dict[str, Any] = {}
@@ -154,9 +185,14 @@ class ToolCalled(Event, kw_only=True):
     duration: float = 0.0
     exit_code: int | None = None  # a `bash` call's exit code, read from the CLI's result
     result_hash: str = ""  # of the whole result, so unchanged re-reads can be told apart after the summary's cut
+    call_id: str = ""
+    agent_id: str = ""
 
 
 class TokensUsed(Event, kw_only=True):
+    """One model call's usage, recorded as it arrives (``call_id`` is the SDK's call id), so a crash
+    loses nothing and nothing is counted twice. ``agent_id`` marks a sub-agent's call."""
+
     invocation_id: str = ""
     model: str = ""
     input: int = 0
@@ -164,6 +200,8 @@ class TokensUsed(Event, kw_only=True):
     cache_read: int = 0
     cache_write: int = 0
     premium: float = 0.0
+    call_id: str = ""
+    agent_id: str = ""
 
 
 class ContextWindowMeasured(Event, kw_only=True):
@@ -216,10 +254,14 @@ class TasksRecorded(Event, kw_only=True):
 
 
 class TaskStatusChanged(Event, kw_only=True):
+    """``tree`` (on a completion) is the git tree the passing verdict judged: the commit is exactly it."""
+
     task_id: str
-    from_state: str
-    to_state: str
+    from_state: TaskState
+    to_state: TaskState
     reason: str = ""
+    tree: str = ""
+    invocation_id: str = ""
 
 
 class TaskReopened(Event, kw_only=True):
@@ -229,17 +271,38 @@ class TaskReopened(Event, kw_only=True):
     reason: str = ""
 
 
+class ReplanRequested(Event, kw_only=True):
+    """A person asked to plan again (``lopen run --replan``): the next run re-enters at ``step``."""
+
+    step: int = 2
+    reason: str = ""
+    requested_by: str = ""
+
+
+class ScopeStarted(Event, kw_only=True):
+    """A task, component or module scope began at ``base_commit``: the oracle's diff is from it."""
+
+    scope: Scope
+    target: str
+    base_commit: str = ""
+
+
 # -- verification and back-pressure -----------------------------------------------------------
 
 
 class CompletionRefused(Event, kw_only=True):
-    scope: str  # task | component | module
+    scope: Scope
     target: str
     why: str = ""
+    invocation_id: str = ""
 
 
 class OracleVerdictRecorded(Event, kw_only=True):
-    scope: str
+    """``tree`` is the git tree judged; ``raw`` the oracle's answer when it could not be read as a verdict;
+    ``invocation_id`` the oracle's own invocation, ``parent_invocation`` the one whose verify tool asked."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"tree", "base_commit"})
+    scope: Scope
     target: str
     passed: bool
     confidence: float = 0.0
@@ -247,22 +310,33 @@ class OracleVerdictRecorded(Event, kw_only=True):
     findings: tuple[Finding, ...] = ()
     model: str = ""
     attempt: int = 1
+    tree: str = ""
+    base_commit: str = ""
+    raw: str = ""
+    invocation_id: str = ""
+    parent_invocation: str = ""
 
 
 class VerificationEvidenceRecorded(Event, kw_only=True):
-    scope: str
+    """``tree`` is the git tree the command ran on; ``reused`` marks a result taken from an earlier run
+    of the same command on the same tree (nothing was run again)."""
+
+    scope: Scope
     target: str
     command: str
     exit_code: int
     output_tail: str = ""
     duration: float = 0.0
+    tree: str = ""
+    reused: bool = False
+    invocation_id: str = ""
 
 
 class GuardrailTripped(Event, kw_only=True):
     """Also the budget warning: ``category="budget"``, ``level="warn"``."""
 
     category: str
-    level: str  # warn | pause | block
+    level: Level
     detail: str = ""
 
 
@@ -272,19 +346,57 @@ class CorrectiveInstructionIssued(Event, kw_only=True):
     instruction: str
 
 
+class PermissionDecided(Event, kw_only=True):
+    """The sandbox policy's answer to one permission request of the Copilot CLI (G7).
+
+    ``kind`` is the CLI's request kind (write, read, shell, url, mcp, …), ``target`` the path, command
+    or URL it names."""
+
+    invocation_id: str = ""
+    kind: str
+    target: str = ""
+    allowed: bool
+    reason: str = ""
+    agent_id: str = ""
+
+
+class PauseRequested(Event, kw_only=True):
+    """A person (the TUI's Ctrl+P, an MCP client) asked the run to pause before its next invocation."""
+
+    requested_by: str = ""
+    reason: str = ""
+
+
+class ControlRequested(Event, kw_only=True):
+    """A control action from outside the run (an MCP client, the TUI), recorded with its caller."""
+
+    action: str
+    caller: str = ""
+    detail: str = ""
+
+
 # -- git ----------------------------------------------------------------------------------------
 
 
 class BranchEnsured(Event, kw_only=True):
+    """``worktree`` is the folder Lopen builds the module in (its own git worktree on ``branch``)."""
+
     branch: str
     created: bool = False
     base: str = ""
+    worktree: str = ""
 
 
 class CommitRecorded(Event, kw_only=True):
+    """A commit Lopen made: ``tree`` is exactly the verified tree, ``parent`` the branch tip before it."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "tree", "parent"})
     sha: str
     message: str = ""
     task_id: str = ""  # set when the commit completes a task
+    tree: str = ""
+    parent: str = ""
+    branch: str = ""
 
 
 class Reverted(Event, kw_only=True):

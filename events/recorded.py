@@ -1,4 +1,14 @@
-"""Stream ids, session ids and ``Recorded`` (an event with its place in the store)."""
+"""Stream ids, session ids and ``Recorded`` (an event with its place in the store).
+
+A module's whole history is one stream, ``module:<project>/<module>``: its plan, every session's
+events, approvals, verdicts and commits, in order. A session is a view of that history (the events
+whose ``session_id`` is the session's). Keying by a project id lets any number of projects share one
+store (a team's PostgreSQL) without mixing modules of the same name.
+
+Stores written before project ids existed hold ``session:<id>`` and ``module:<name>`` streams: the
+*legacy* layout, migrated once into the new streams (``EventStore.migrate_legacy``) and otherwise
+left untouched for audit.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +20,9 @@ from events.catalogue import Event
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 MODULE_RE = re.compile(rf"^{_NAME}$")
+PROJECT_RE = MODULE_RE
 SESSION_ID_RE = re.compile(rf"^(?P<module>{_NAME})-(?P<day>\d{{8}})-(?P<n>[1-9]\d*)$")
+META_PREFIX = "meta:"
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):
@@ -30,24 +42,37 @@ def parse_session_id(session_id: str) -> tuple[str, str, int]:
     return m["module"], m["day"], int(m["n"])
 
 
-def session_stream(session_id: str) -> str:
-    """The stream of one session: every event a run records goes here."""
-    parse_session_id(session_id)
-    return f"session:{session_id}"
-
-
-def module_stream(module: str) -> str:
-    """The stream of one module, for module facts recorded outside any session."""
+def module_stream(project: str, module: str) -> str:
+    """The stream holding the whole history of one module of one project."""
+    if not PROJECT_RE.match(project):
+        raise ValueError(f"not a project id: {project!r}")
     if not MODULE_RE.match(module):
         raise ValueError(f"not a module name: {module!r}")
-    return f"module:{module}"
+    return f"module:{project}/{module}"
+
+
+def is_history(stream_id: str) -> bool:
+    """True for a module history stream (``module:<project>/<module>``), false for legacy and meta streams."""
+    return stream_id.startswith("module:") and "/" in stream_id
+
+
+def is_legacy(stream_id: str) -> bool:
+    """A stream of the layout before project ids: ``session:<id>`` or ``module:<name>``."""
+    return stream_id.startswith("session:") or (stream_id.startswith("module:") and "/" not in stream_id)
 
 
 def stream_owner(stream_id: str) -> tuple[str, str]:
-    """``(session_id, module)`` a stream implies (session id empty for module streams)."""
+    """``(project, module)`` of a history stream; ``("", "")`` for a meta stream."""
+    if stream_id.startswith(META_PREFIX):
+        return "", ""
     kind, _, ident = stream_id.partition(":")
-    if kind == "session":
-        return ident, parse_session_id(ident)[0]
-    if kind == "module" and MODULE_RE.match(ident):
-        return "", ident
-    raise ValueError(f"not a stream id (session:<id> or module:<name>): {stream_id!r}")
+    project, slash, module = ident.partition("/")
+    if kind == "module" and slash and PROJECT_RE.match(project) and MODULE_RE.match(module):
+        return project, module
+    raise ValueError(f"not a stream id (module:<project>/<module>): {stream_id!r}")
+
+
+def legacy_owner(stream_id: str) -> str:
+    """The module a legacy stream belongs to."""
+    kind, _, ident = stream_id.partition(":")
+    return parse_session_id(ident)[0] if kind == "session" else ident

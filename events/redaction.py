@@ -6,7 +6,12 @@ Two rules:
   AWS access key ids, ``Bearer …`` credentials, and ``token=…``/``api_key: …``
   style assignments;
 - any value stored under a mapping key named like a secret (``api_key``,
-  ``token``, ``secret``, ``password``, ``authorization``, …).
+  ``token``, ``secret``, ``password``, ``authorization``, …);
+- the exact values Lopen knows are secrets (``register_secrets``: the provider's API key, the
+  GitHub token in the environment, …), whatever their length or shape.
+
+Lopen's own structural data is never rewritten: an event type lists such fields in its
+``redaction_exempt`` (section names and hashes of an approval, a commit's sha and tree).
 
 ``redact_text`` is public so that logs can use the same rules.
 """
@@ -14,6 +19,8 @@ Two rules:
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -45,6 +52,35 @@ _ASSIGNMENT_HINT = re.compile("key|secret|passw|token")
 _QUICK_BYTES = re.compile(_WORDS.encode())
 
 
+MIN_KNOWN_SECRET = 4  # shorter "secrets" would redact ordinary words
+_known: set[str] = set()
+_known_lock = threading.Lock()
+_known_re: re.Pattern[str] | None = None
+_known_bytes: tuple[bytes, ...] = ()
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Remember exact secret values (from the configuration and the environment) to redact wherever
+    they appear; values shorter than ``MIN_KNOWN_SECRET`` characters are ignored."""
+    global _known_re, _known_bytes
+    with _known_lock:
+        fresh = {v for v in values if v and len(v) >= MIN_KNOWN_SECRET and v != REDACTED} - _known
+        if not fresh:
+            return
+        _known.update(fresh)
+        ordered = sorted(_known, key=len, reverse=True)  # longest first: a secret inside another
+        _known_re = re.compile("|".join(re.escape(v) for v in ordered))
+        _known_bytes = tuple(v.encode() for v in ordered)
+
+
+def forget_secrets() -> None:
+    """Forget every registered secret (tests)."""
+    global _known_re, _known_bytes
+    with _known_lock:
+        _known.clear()
+        _known_re, _known_bytes = None, ()
+
+
 def is_secret_key(key: str) -> bool:
     """True for mapping keys whose values are secrets: ``api_key``, ``GITHUB_TOKEN``, ``apiKey``…"""
     if not _QUICK.search(key.lower()):
@@ -58,6 +94,8 @@ def redact_text(text: str) -> str:
     Each rule runs only when the words it needs are in the text (plain substring tests are
     far cheaper than the rules' regular expressions on long tool output).
     """
+    if _known_re is not None:
+        text = _known_re.sub(REDACTED, text)
     low = text.lower()
     if _VALUE_HINT.search(low):
         text = _VALUE.sub(REDACTED, text)
@@ -71,6 +109,8 @@ def redact_text(text: str) -> str:
 def might_hold_secret(encoded: bytes, start: int = 0) -> bool:
     """Fast pre-check on an encoded event from ``start`` (past its type tag, which would match
     ``TokensUsed``); false means it certainly holds no secret."""
+    if _known_bytes and any(secret in encoded for secret in _known_bytes):
+        return True
     return _QUICK_BYTES.search(encoded.lower(), start) is not None
 
 
@@ -80,7 +120,10 @@ def redact(value: Any) -> Any:
         return redact_text(value)
     if isinstance(value, msgspec.Struct):
         changes = {}
+        exempt: frozenset[str] = getattr(type(value), "redaction_exempt", frozenset())
         for name in value.__struct_fields__:
+            if name in exempt:
+                continue
             old = getattr(value, name)
             new = redact(old)
             if new is not old and new != old:

@@ -1,7 +1,12 @@
 """Reading a session back for audit (``lopen replay``), one line per event, in constant memory.
 
-- ``json_lines``: one JSON object per line: ``seq``, ``type``, ``at`` and the event's fields;
-- ``text_lines``: ``<UTC time>  #<seq>  <type>  <essentials>``.
+A session is a view of its module's history: its events are those of the module stream with its
+``session_id``, plus the module-level facts around it — the spec approval it started from, and
+approvals or control requests recorded while it ran.
+
+- ``session_records``: those events, in order;
+- ``json_line``: ``{"seq": n, "type": …, "at": …, …fields}``;
+- ``text_line``: ``<UTC time>  #<seq>  <type>  <essentials>``.
 """
 
 from __future__ import annotations
@@ -13,27 +18,42 @@ from typing import Any
 import msgspec
 
 from events.catalogue import Event
-from events.recorded import Recorded, session_stream
+from events.recorded import Recorded, module_stream
 from events.store import EventStore
 
-_BASE_FIELDS = frozenset({"at", "session_id", "module"})
+_BASE_FIELDS = frozenset({"at", "session_id", "module", "project"})
 _ENCODE = msgspec.json.Encoder().encode
 WIDTH = 160
+
+
+def session_records(store: EventStore, project: str, session_id: str) -> Iterator[Recorded]:
+    """The events of one session (and the module facts around it), in order, paged."""
+    views = store.projections
+    session = views.sessions.get(session_id, project)
+    if session is None:
+        return
+    stream = module_stream(project, session.module)
+    state = views.plan.get(session.module, project)
+    before = [seq for seq in (state.approval_seqs if state else []) if seq < session.first_seq]
+    if before:
+        yield from _at(store, before[-1], stream)
+    for page in store.pages(session.first_seq - 1):
+        for rec in page:
+            if rec.seq > session.last_seq:
+                return
+            if rec.stream_id == stream and rec.event.session_id in (session_id, ""):
+                yield rec
+
+
+def _at(store: EventStore, seq: int, stream: str) -> Iterator[Recorded]:
+    for page in store.pages(seq - 1, 1):
+        yield from (rec for rec in page if rec.seq == seq and rec.stream_id == stream)
+        return
 
 
 def json_line(rec: Recorded) -> bytes:
     """``{"seq": n, "type": …, "at": …, …fields}`` and a newline."""
     return b'{"seq":%d,%s\n' % (rec.seq, _ENCODE(rec.event)[1:])
-
-
-def json_lines(store: EventStore, session_id: str) -> Iterator[bytes]:
-    for rec in store.read_stream(session_stream(session_id)):
-        yield json_line(rec)
-
-
-def text_lines(store: EventStore, session_id: str) -> Iterator[str]:
-    for rec in store.read_stream(session_stream(session_id)):
-        yield text_line(rec)
 
 
 def text_line(rec: Recorded) -> str:

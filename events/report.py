@@ -2,7 +2,8 @@
 
 The dict's keys are fixed: ``id, module, phase, step, status, components[…tasks[…]],
 tokens{input, output, total, premium_requests, invocations},
-resume{step, component, task, last_good_commit}``.
+resume{step, component, task, last_good_commit}``. The plan and the resume point come from the
+one fold (the module's plan row): a session is a view of its module's history.
 """
 
 from __future__ import annotations
@@ -11,38 +12,43 @@ from typing import Any
 
 import msgspec
 
+from events.fold import ModuleState, render_plan
 from events.projections import Projections
-from events.projections.plan import PlanView, render
 
 
 def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
     session = p.sessions.get(session_id)
     if session is None:
         return None
-    plan = p.plan.get(session.module) or PlanView(module=session.module)
+    plan = p.plan.get(session.module) or ModuleState(project=session.project, module=session.module)
     tokens = p.tokens.session(session_id)
-    point = p.resume.get(session_id)
+    current = next((t for t in plan.ordered_tasks() if t.state in ("in-progress", "failed")), None)
     return {
         "id": session.id,
         "module": session.module,
         "phase": session.phase,
         "step": session.step,
         "status": session.status,
+        "protection": session.protection,
+        "worktree": session.worktree,
         "components": [
             {
                 "name": c.name,
-                "state": c.state,
+                "slug": slug,
+                "state": plan.component_state(slug),
+                "depends_on": list(c.depends_on),
                 "tasks": [
                     {
                         "id": t.id,
                         "name": t.name,
                         "state": t.state,
+                        "commit": t.commit,
                         "subtasks": [{"name": s, "state": t.state} for s in t.subtasks],
                     }
-                    for t in c.tasks
+                    for t in plan.component_tasks(slug)
                 ],
             }
-            for c in plan.components
+            for slug, c in plan.components.items()
         ],
         "tokens": {
             "input": tokens.input if tokens else 0,
@@ -52,33 +58,43 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
             "invocations": tokens.invocations if tokens else 0,
         },
         "resume": {
-            "step": point.step if point else 0,
-            "component": point.component if point else "",
-            "task": point.task if point else "",
-            "last_good_commit": point.last_good_commit if point else "",
+            "step": session.step,
+            "component": plan.selected,
+            "task": current.id if current else "",
+            "last_good_commit": plan.tip if plan.tip != plan.branch_base else "",
         },
+        "problems": list(plan.problems),
     }
 
 
-def to_markdown(report: dict[str, Any], plan: PlanView) -> str:
+def to_markdown(report: dict[str, Any], plan: ModuleState) -> str:
     t, r = report["tokens"], report["resume"]
     premium = f"{t['premium_requests']:g}"
     resume = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in r.items() if value)
     lines = [
         f"# Session {report['id']}",
         "",
-        f"- module: {report['module']}",
+        f"- module: {report['module']} ({plan.state})",
         f"- status: {report['status']}",
         f"- phase: {report['phase'] or '-'} (step {report['step']})",
         f"- tokens: {t['input']:,} in, {t['output']:,} out, {t['total']:,} total; "
-        f"{premium} premium requests; {t['invocations']} invocations",
+        f"{premium} premium requests; {_plural(t['invocations'], 'invocation')}",
         f"- resume: {resume or 'from the start'}",
-        "",
-        "## Plan",
-        "",
     ]
-    tree = render(plan).split("## Components\n\n", 1)[-1]
-    return "\n".join(lines) + "\n" + tree
+    if report.get("worktree"):
+        lines.append(f"- worktree: {report['worktree']} (branch {plan.branch or 'lopen/' + plan.module})")
+    if report.get("protection"):
+        lines.append(f"- sandbox: {report['protection']}")
+    lines += ["", "## Plan", ""]
+    tree = render_plan(plan).split("## Components\n\n", 1)[-1]
+    text = "\n".join(lines) + "\n" + tree
+    if report.get("problems"):
+        text += "\n## Problems in the history\n\n" + "\n".join(f"- {p}" for p in report["problems"]) + "\n"
+    return text
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def to_yaml(value: Any, indent: int = 0) -> str:

@@ -3,19 +3,21 @@
 Public API (what the workflow calls)::
 
     store = EventStore.open(root, url="")          # SQLite at <root>/.lopen/store.sqlite by default
-    sid = store.new_session_id(module, today, ev.SessionStarted(...))  # reserves <module>-YYYYMMDD-<n>
-    version = store.append(session_stream(sid), [ev.StepEntered(phase="planning", step=2)],
+    stream = module_stream(project, module)        # a module's whole history (events.recorded)
+    version = store.append(stream, [ev.StepEntered(phase="planning", step=2, session_id=sid)],
                            expected_version=version)  # None: at the end; int: optimistic concurrency
     store.version(stream_id) -> int
-    for rec in store.read_stream(session_stream(sid)): ...   # Recorded(seq, stream_id, version, event)
+    for rec in store.read_stream(stream, after_version=0, until_version=None): ...  # Recorded(seq, …)
     for rec in store.read_all(after=0): ...                  # every event, in seq order, paged
     sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
+    store.migrate_legacy(project)                            # a pre-project-id store, once
     store.projections.follow() / .catch_up() / .rebuild()
-    store.projections.sessions.get(sid), .tokens.module(m), .plan.get(m), .resume.get(sid), .modules.all()
     store.close()
 
-Before storing, ``append`` fills an event's empty ``session_id``/``module`` from its
-stream and redacts secrets. ``expected_version`` is the stream's version the caller
+Writing a module's history with the one fold's validation is ``events.journal.Journal``'s job.
+
+Before storing, ``append`` fills an event's ``project``/``module`` from its stream and
+redacts secrets. ``expected_version`` is the stream's version the caller
 last saw (0 for a new stream); if the stream moved on, ``ConcurrencyConflict`` is raised
 and nothing of the batch is stored. With ``None`` the batch goes at the end of the stream.
 A batch is one transaction: all of it is stored, or none.
@@ -27,7 +29,6 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from datetime import date
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEv
 
 from events.backends import Backend, RawEvent, open_backend, os_diagnosis, quarantine
 from events.bus import Bus, Subscription
-from events.catalogue import Event, SessionStarted
+from events.catalogue import Event
 from events.codec import Codec
 from events.errors import (
     ConcurrencyConflict,
@@ -46,7 +47,7 @@ from events.errors import (
     StoreUnavailable,
     StoreWriteError,
 )
-from events.recorded import Recorded, session_stream, stream_owner
+from events.recorded import META_PREFIX, Recorded, is_legacy, legacy_owner, module_stream, stream_owner
 from events.redaction import might_hold_secret, redact
 
 if TYPE_CHECKING:
@@ -84,8 +85,8 @@ class EventStore:
 
     def append(self, stream_id: str, events: Sequence[Event], expected_version: int | None = None) -> int:
         """Store ``events`` at the end of ``stream_id`` atomically; return the stream's new version."""
-        session_id, module = stream_owner(stream_id)
-        prepared = [self._prepare(e, session_id, module) for e in events]
+        project, module = stream_owner(stream_id)
+        prepared = [self._prepare(e, project, module) for e in events]
         topics = [self.codec.topic(e) for e in prepared]
         payloads = [self.codec.encode(e) for e in prepared]
         for i, payload in enumerate(payloads):
@@ -124,25 +125,6 @@ class EventStore:
         self._bus.publish(recorded)
         return base + len(prepared)
 
-    def new_session_id(self, module: str, today: date | None = None, started: SessionStarted | None = None) -> str:
-        """Reserve ``<module>-YYYYMMDD-<n>`` by storing ``started`` as the new stream's first event.
-
-        Collisions (another process took ``n``) move on to ``n + 1``; ids are never reused.
-        """
-        day = (today or date.today()).strftime("%Y%m%d")
-        first = started or SessionStarted()
-        n = 1
-        while True:
-            session_id = f"{module}-{day}-{n}"
-            stream = session_stream(session_id)
-            if self.version(stream) == 0:
-                try:
-                    self.append(stream, [first], expected_version=0)
-                    return session_id
-                except ConcurrencyConflict:
-                    pass
-            n += 1
-
     # -- reading ------------------------------------------------------------------------------
 
     def version(self, stream_id: str) -> int:
@@ -151,11 +133,16 @@ class EventStore:
             last = self.backend.events.select_events(stream_id, desc=True, limit=1)
         return last[0].originator_version if last else 0
 
-    def read_stream(self, stream_id: str, after_version: int = 0) -> Iterator[Recorded]:
-        """One stream's events in order, paged (constant memory)."""
+    def read_stream(
+        self, stream_id: str, after_version: int = 0, until_version: int | None = None
+    ) -> Iterator[Recorded]:
+        """One stream's events in order (versions ``after_version + 1`` … ``until_version``), paged."""
         while True:
             with self._errors("read"):
                 page = self.backend.events.select_stream(stream_id, after_version, PAGE)
+            if until_version is not None and page and page[-1][2] > until_version:
+                yield from self._recorded([row for row in page if row[2] <= until_version])
+                return
             yield from self._recorded(page)
             if len(page) < PAGE:
                 return
@@ -213,14 +200,58 @@ class EventStore:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _prepare(self, event: Event, session_id: str, module: str) -> Event:
+    def migrate_legacy(self, project: str) -> int:
+        """Copy a store of the layout before project ids (``session:<id>``/``module:<name>`` streams) into
+        this project's module histories, once; return how many events were copied.
+
+        The copies keep each event's time and session; the originals stay where they are (the audit
+        trail is never rewritten) and the projections ignore them. A marker event in the same
+        transaction makes the migration happen exactly once, even with two processes racing.
+        """
+        marker = f"{META_PREFIX}legacy-migrated"
+        if self.version(marker) or not self._has_legacy():
+            return 0
+        by_stream: dict[str, list[Event]] = {}
+        for page in self.pages(0):
+            for rec in page:
+                if is_legacy(rec.stream_id):
+                    module = rec.event.module or legacy_owner(rec.stream_id)
+                    event = msgspec.structs.replace(rec.event, project=project, module=module)
+                    by_stream.setdefault(module_stream(project, module), []).append(event)
+        stored: list[StoredEvent] = []
+        for stream_id, events in by_stream.items():
+            base = self.version(stream_id)
+            stored += [
+                StoredEvent(stream_id, base + i + 1, self.codec.topic(e), self.codec.encode(e))
+                for i, e in enumerate(events)
+            ]
+        from events.catalogue import ControlRequested
+
+        note = ControlRequested(action="migrate-legacy-store", caller="lopen", detail=f"project {project}")
+        stored.append(StoredEvent(marker, 1, self.codec.topic(note), self.codec.encode(note)))
+        with self._append_lock:
+            try:
+                with self._errors("migrate"):
+                    self.backend.events.insert_events(stored)
+            except IntegrityError:
+                return 0  # another process migrated it first
+            self._versions.clear()
+        return len(stored) - 1
+
+    def _has_legacy(self) -> bool:
+        """Every event stored before the upgrade is in a legacy stream, so the first one tells."""
+        with self._errors("read"):
+            first = self.backend.events.scan(0, 1)
+        return bool(first) and is_legacy(first[0][1])
+
+    def _prepare(self, event: Event, project: str, module: str) -> Event:
         if not isinstance(event, Event):
             raise TypeError(f"not an event: {event!r}")
         changes = {}
-        if session_id and event.session_id != session_id:
-            if event.session_id:
-                raise ValueError(f"{type(event).__name__} of session {event.session_id} appended to {session_id}")
-            changes["session_id"] = session_id
+        if event.project != project:
+            if event.project:
+                raise ValueError(f"{type(event).__name__} of project {event.project} appended to {project}")
+            changes["project"] = project
         if event.module != module:
             if event.module:
                 raise ValueError(f"{type(event).__name__} of module {event.module} appended to module {module}")

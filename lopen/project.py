@@ -1,14 +1,29 @@
-"""The project root (nearest parent holding `.lopen/` or `.git`) and Lopen's `.lopen/` folder."""
+"""The project: its root (nearest parent holding `.lopen/` or `.git`), Lopen's `.lopen/` folder, its
+id in the event store, and the store opened for it.
+
+The project id keys every module history in the store (``module:<project>/<module>``), so any number
+of projects can share one store. It is the ``project.id`` setting when set; otherwise the id Lopen
+recorded in ``.lopen/project-id`` the first time it ran here: the first 12 hex digits of the
+repository's first (root) commit — the same in every clone — or a random id in a folder with no
+commit yet.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
+import subprocess
 from pathlib import Path
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from lopen.errors import LopenError
 
+if TYPE_CHECKING:
+    from events.store import EventStore
+
 LOPEN_DIR = ".lopen"
-_IGNORE_ENTRIES = frozenset({".lopen", ".lopen/", "/.lopen", "/.lopen/", ".lopen/*", "/.lopen/*"})
+PROJECT_ID_FILE = "project-id"
 
 
 def nearest_root(start: Path | None = None) -> Path | None:
@@ -39,14 +54,77 @@ def find_root(start: Path | None = None, *, required: bool = True) -> Path | Non
 
 
 def ensure_lopen_dir(root: Path) -> Path:
-    """Create `<root>/.lopen/` and add `.lopen/` to an existing `.gitignore` once; return the folder."""
+    """Create `<root>/.lopen/` and keep it out of git through `.git/info/exclude` (never the user's
+    `.gitignore`); return the folder."""
     lopen_dir = root / LOPEN_DIR
     lopen_dir.mkdir(parents=True, exist_ok=True)
-    gitignore = root / ".gitignore"
-    if gitignore.is_file():
-        text = gitignore.read_text(encoding="utf-8")
-        if not any(line.strip() in _IGNORE_ENTRIES for line in text.splitlines()):
-            separator = "" if not text or text.endswith("\n") else "\n"
-            with gitignore.open("a", encoding="utf-8") as handle:
-                handle.write(f"{separator}{LOPEN_DIR}/\n")
+    exclude_from_git(root, f"/{LOPEN_DIR}/")
     return lopen_dir
+
+
+def exclude_from_git(root: Path, pattern: str) -> None:
+    """Add ``pattern`` to the repository's `info/exclude` once (nothing happens outside a repository)."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--git-common-dir"], cwd=root, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return
+    common = Path(done.stdout.strip())
+    exclude = (common if common.is_absolute() else root / common) / "info" / "exclude"
+    with contextlib.suppress(OSError):
+        text = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
+        if pattern in (line.strip() for line in text.splitlines()):
+            return
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        separator = "" if not text or text.endswith("\n") else "\n"
+        with exclude.open("a", encoding="utf-8") as handle:
+            handle.write(f"{separator}{pattern}\n")
+
+
+def project_id(root: Path, configured: str = "", *, record: bool = True) -> str:
+    """This project's id in the event store (see the module docstring); recorded on first use."""
+    if configured:
+        return configured
+    path = root / LOPEN_DIR / PROJECT_ID_FILE
+    with contextlib.suppress(OSError):
+        recorded = path.read_text(encoding="utf-8").strip()
+        if recorded:
+            return recorded
+    found = _root_commit(root) or f"p{secrets.token_hex(6)}"
+    if record:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{PROJECT_ID_FILE}.{os.getpid()}")
+            tmp.write_text(found + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise LopenError(
+                f"cannot record this project's id in {path}",
+                f"{exc.strerror or exc} (errno {exc.errno})",
+                f"make {path.parent} writable, or set project.id (LOPEN_PROJECT__ID)",
+            ) from exc
+    return found
+
+
+def _root_commit(root: Path) -> str:
+    done = subprocess.run(
+        ["git", "rev-list", "--max-parents=0", "HEAD"], cwd=root, capture_output=True, text=True, check=False
+    )
+    roots = done.stdout.split() if done.returncode == 0 else []
+    return roots[-1][:12] if roots else ""
+
+
+def open_store(root: Path, url: str = "", configured_id: str = "") -> tuple[EventStore, str]:
+    """The project's event store and its id: a store written before project ids is migrated into
+    this project once (nothing is lost), and the projections render this project's plans."""
+    from events.store import EventStore
+
+    project = project_id(root, configured_id)
+    store = EventStore.open(root, url)
+    try:
+        store.migrate_legacy(project)
+        store.projections.for_project(project)
+    except BaseException:
+        store.close()
+        raise
+    return store, project

@@ -1,6 +1,7 @@
 """The read models, kept current from the store with the library's tracking.
 
-``Projections(store)`` (or ``store.projections``):
+``Projections(store)`` (or ``store.projections``; ``.for_project(id)`` sets the project whose
+``plan.md`` files are rendered and whose rows the queries read by default):
 
 - ``catch_up()`` applies the events stored since each projection's tracked position and
   saves the changed rows with the new position in one transaction; ``follow()`` does the
@@ -8,12 +9,14 @@
 - ``rebuild()`` recomputes everything from event #1 in memory and swaps it in atomically;
   the result is byte-identical to the incrementally kept one (``digest()`` proves it);
 - queries read the saved rows: ``sessions.get(id) / .all() / .latest(module)``,
-  ``tokens.invocation(id) / .session(id) / .module(name)``, ``plan.get(module) / .markdown(module)``,
-  ``resume.get(session_id)``, ``modules.get(name) / .all()``.
+  ``tokens.invocation(id) / .session(id) / .module(name)``, ``plan.get(module) / .all() /
+  .markdown(module)`` (the plan row is the one fold, ``events.fold.ModuleState``).
 
-A projection missing its tracking position (new store, or a projection whose logic
-changed version) triggers a rebuild. An event a projection cannot apply raises
-``ProjectionError`` naming its seq; the events before it are saved.
+Only module history streams (``module:<project>/<module>``) are projected; legacy and meta
+streams are skipped. A projection missing its tracking position (new store, or a projection whose
+logic changed version) triggers a rebuild. An event a projection cannot apply never stops it: the
+fold skips it and keeps the problem in its row, and a handler that raises is reported in
+``problems`` (the projection is then *stale* for that event) — every command still runs.
 """
 
 from __future__ import annotations
@@ -29,15 +32,14 @@ from eventsourcing.persistence import Tracking
 
 from events.backends import Stale
 from events.bus import Subscription
-from events.errors import ProjectionError, StoreUnavailable
-from events.projections import modules, plan, resume, sessions, tokens
+from events.errors import StoreUnavailable
+from events.fold import ModuleState
+from events.projections import plan, sessions, tokens
 from events.projections.base import Handler, Invalid, Projection, Table
-from events.projections.modules import ModuleProgress
 from events.projections.plan import PlanView
-from events.projections.resume import ResumePoint
 from events.projections.sessions import SessionView
 from events.projections.tokens import TokenTotals
-from events.recorded import Recorded
+from events.recorded import Recorded, is_history
 
 if TYPE_CHECKING:
     from events.store import EventStore
@@ -46,16 +48,13 @@ PROJECTIONS: tuple[Projection, ...] = (
     sessions.PROJECTION,
     tokens.PROJECTION,
     plan.PROJECTION,
-    resume.PROJECTION,
-    modules.PROJECTION,
 )
 
 __all__ = [
     "PROJECTIONS",
-    "ModuleProgress",
+    "ModuleState",
     "PlanView",
     "Projections",
-    "ResumePoint",
     "SessionView",
     "TokenTotals",
 ]
@@ -74,6 +73,7 @@ class _Run:
             s.name: Table(s.row, (lambda key, name=s.name: loader(name, key)) if loader else None) for s in specs
         }
         self._dispatch: dict[type, list[tuple[str, Table[Any], Handler]]] = {}
+        self.problems: list[str] = []
 
     def _calls(self, cls: type) -> list[tuple[str, Table[Any], Handler]]:
         calls = self._dispatch[cls] = [
@@ -87,7 +87,7 @@ class _Run:
         uniform = all(p == floor for p in positions.values())
         for rec in records:
             seq = rec.seq
-            if seq <= floor:
+            if seq <= floor or not is_history(rec.stream_id):
                 continue
             event = rec.event
             calls = dispatch.get(type(event))
@@ -97,23 +97,33 @@ class _Run:
                 if uniform or seq > positions[name]:
                     try:
                         handler(table, seq, event)
-                    except Invalid as exc:
-                        raise ProjectionError(name, seq, str(exc)) from None
+                    except Exception as exc:  # a bug or a contradiction: stale for this event, never stuck
+                        kind = "" if isinstance(exc, Invalid) else f"{type(exc).__name__}: "
+                        self.problems.append(
+                            f"projection {name!r} skipped event #{seq} ({type(event).__name__}): {kind}{exc}"
+                        )
 
 
 class Projections:
-    def __init__(self, store: EventStore, specs: Sequence[Projection] = PROJECTIONS) -> None:
+    def __init__(self, store: EventStore, specs: Sequence[Projection] = PROJECTIONS, project: str = "") -> None:
         self.store = store
         self.specs = tuple(specs)
         self._views = store.backend.views
         self._lock = threading.RLock()
         self._run: _Run | None = None
         self._subscription: Subscription | None = None
-        self.sessions = SessionQuery(self._views, sessions.PROJECTION)
-        self.tokens = TokenQuery(self._views, tokens.PROJECTION)
-        self.plan = PlanQuery(self._views, plan.PROJECTION)
-        self.resume = ResumeQuery(self._views, resume.PROJECTION)
-        self.modules = ModuleQuery(self._views, modules.PROJECTION)
+        self.problems: list[str] = []  # handler failures seen by this process (the fold keeps its own)
+        self.sessions = SessionQuery(self._views, sessions.PROJECTION, project)
+        self.tokens = TokenQuery(self._views, tokens.PROJECTION, project)
+        self.plan = PlanQuery(self._views, plan.PROJECTION, project)
+        self.project = project
+
+    def for_project(self, project: str) -> Projections:
+        """Render this project's ``plan.md`` files and read its rows by default."""
+        self.project = project
+        for query in (self.sessions, self.tokens, self.plan):
+            query.project = project
+        return self
 
     # -- keeping current --------------------------------------------------------------------------
 
@@ -142,19 +152,19 @@ class Projections:
     def rebuild(self) -> dict[str, Any]:
         """Recompute every projection from event #1 and swap the result in atomically.
 
-        Returns ``{"events": n, "seconds": s, "rows": {projection: count}}``. If an event cannot
-        be applied, the projections are left holding everything before it and the error is raised.
+        Returns ``{"events": n, "seconds": s, "rows": {projection: count}, "problems": [...]}``: it
+        always completes, and ``problems`` says which events could not be applied (and were skipped).
         """
         started = time.perf_counter()
         with self._lock:
             self._run = None
-            try:
-                run, events = self._recompute(None)
-            except ProjectionError as exc:
-                self._recompute(exc.seq - 1)
-                raise
+            run, events = self._recompute(None)
             counts = {s.name: sum(r is not None for r in run.tables[s.name].rows.values()) for s in self.specs}
-        return {"events": events, "seconds": time.perf_counter() - started, "rows": counts}
+            problems = list(run.problems)
+            for state in run.tables[plan.PROJECTION.name].rows.values():
+                if state is not None:
+                    problems += state.problems
+        return {"events": events, "seconds": time.perf_counter() - started, "rows": counts, "problems": problems}
 
     def _recompute(self, until: int | None) -> tuple[_Run, int]:
         """Apply events #1..``until`` (all when None) to empty tables and swap them in."""
@@ -184,7 +194,9 @@ class Projections:
                 # someone saved newer positions meanwhile: read on and try again
         for s in self.specs:
             if s.on_flush is not None:
-                s.on_flush(self.store.root, {k: r for k, r in run.tables[s.name].rows.items() if r is not None})
+                rows = {k: r for k, r in run.tables[s.name].rows.items() if r is not None}
+                s.on_flush(self.store.root, rows, self.project)
+        self.problems += run.problems
         return run, events
 
     def digest(self) -> str:
@@ -231,22 +243,10 @@ class Projections:
     def _apply_and_save(self, run: _Run, records: Sequence[Recorded]) -> None:
         """Apply and save; on any failure forget the cached state (it may hold unsaved events)."""
         try:
+            seen = len(run.problems)
             run.apply(records)
             self._save(run, records[-1].seq)
-        except ProjectionError as exc:
-            # Save everything before the event that cannot be applied, then report it.
-            saved = dict(run.positions)
-            self._run = None
-            before = [r for r in records if r.seq < exc.seq]
-            if before:
-                retry = self._current_run(saved)
-                try:
-                    retry.apply(before)
-                    self._save(retry, before[-1].seq)
-                except BaseException:
-                    self._run = None
-                    raise
-            raise
+            self.problems += run.problems[seen:]
         except BaseException:
             self._run = None
             raise
@@ -266,7 +266,7 @@ class Projections:
             run.positions[s.name] = max(run.positions[s.name], position)
             run.tables[s.name].dirty.clear()
             if s.on_flush is not None and changed[s.name]:
-                s.on_flush(self.store.root, changed[s.name])
+                s.on_flush(self.store.root, changed[s.name], self.project)
             if len(run.tables[s.name].rows) > CACHE_LIMIT:
                 run.tables[s.name].clear()
 
@@ -284,27 +284,38 @@ class Projections:
 class Query:
     """Reads one projection's saved rows (call ``catch_up()`` first for the latest)."""
 
-    def __init__(self, views: Any, spec: Projection) -> None:
+    def __init__(self, views: Any, spec: Projection, project: str = "") -> None:
         self._views = views
         self._spec = spec
         self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(spec.row).decode
+        self.project = project
 
-    def get(self, key: str) -> Any:
+    def row(self, key: str) -> Any:
         value, _ = self._views.load(self._spec.tracking_name, key)
         return self._decode(value) if value is not None else None
 
-    def all(self) -> list[Any]:
+    def rows(self) -> list[Any]:
         return [self._decode(v) for _, v in self._views.load_all(self._spec.tracking_name)]
+
+    def _project(self, project: str | None) -> str:
+        return self.project if project is None else project
 
 
 class SessionQuery(Query):
-    def get(self, session_id: str) -> SessionView | None:
-        return super().get(session_id)
+    def get(self, session_id: str, project: str | None = None) -> SessionView | None:
+        return self.row(f"{self._project(project)}/{session_id}")
 
-    def all(self, include_deleted: bool = False) -> list[SessionView]:
-        """Sessions in the order they started (deleted ones only when asked)."""
-        rows: list[SessionView] = super().all()
-        return sorted((r for r in rows if include_deleted or not r.deleted), key=lambda r: r.first_seq)
+    def all(self, include_deleted: bool = False, *, every_project: bool = False) -> list[SessionView]:
+        """This project's sessions in the order they started (deleted ones only when asked)."""
+        rows: list[SessionView] = self.rows()
+        return sorted(
+            (
+                r
+                for r in rows
+                if (include_deleted or not r.deleted) and (every_project or r.project == self.project)
+            ),
+            key=lambda r: r.first_seq,
+        )
 
     def latest(self, module: str = "") -> SessionView | None:
         found = [s for s in self.all() if not module or s.module == module]
@@ -312,33 +323,27 @@ class SessionQuery(Query):
 
 
 class TokenQuery(Query):
-    def invocation(self, invocation_id: str) -> TokenTotals | None:
-        return self.get(f"invocation:{invocation_id}")
+    def invocation(self, invocation_id: str, project: str | None = None) -> TokenTotals | None:
+        return self.row(f"invocation:{self._project(project)}/{invocation_id}")
 
-    def session(self, session_id: str) -> TokenTotals | None:
-        return self.get(f"session:{session_id}")
+    def session(self, session_id: str, project: str | None = None) -> TokenTotals | None:
+        return self.row(f"session:{self._project(project)}/{session_id}")
 
-    def module(self, module: str) -> TokenTotals | None:
-        return self.get(f"module:{module}")
+    def module(self, module: str, project: str | None = None) -> TokenTotals | None:
+        return self.row(f"module:{self._project(project)}/{module}")
 
 
 class PlanQuery(Query):
-    def get(self, module: str) -> PlanView | None:
-        return super().get(module)
+    def get(self, module: str, project: str | None = None) -> ModuleState | None:
+        return self.row(plan.key(self._project(project), module))
 
-    def markdown(self, module: str) -> str:
+    def all(self, *, every_project: bool = False) -> list[ModuleState]:
+        """The modules with a history (this project's unless ``every_project``), by name."""
+        rows: list[ModuleState] = self.rows()
+        return sorted(
+            (r for r in rows if every_project or r.project == self.project), key=lambda r: (r.project, r.module)
+        )
+
+    def markdown(self, module: str, project: str | None = None) -> str:
         """What ``.lopen/modules/<module>/plan.md`` holds."""
-        return plan.render(self.get(module) or PlanView(module=module))
-
-
-class ResumeQuery(Query):
-    def get(self, session_id: str) -> ResumePoint | None:
-        return super().get(session_id)
-
-
-class ModuleQuery(Query):
-    def get(self, module: str) -> ModuleProgress | None:
-        return super().get(module)
-
-    def all(self) -> list[ModuleProgress]:
-        return super().all()
+        return plan.render(self.get(module, project) or ModuleState(project=self._project(project), module=module))

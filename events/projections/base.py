@@ -64,7 +64,7 @@ class Projection:
     row: type[msgspec.Struct]
     handlers: dict[type[Event], Handler]
     version: int = 1
-    on_flush: Callable[[Path, dict[str, Any]], None] | None = field(default=None)  # (root, changed rows)
+    on_flush: Callable[[Path, dict[str, Any], str], None] | None = field(default=None)  # (root, rows, project)
 
     @property
     def tracking_name(self) -> str:

@@ -1,7 +1,7 @@
 """Session state: module, phase, step, status, current component and task — one row per session.
 
-``updated_at``/``last_seq`` follow the session's lifecycle, step, plan and invocation events
-(not every tool call or token count: this projection stays cheap to rebuild).
+Rows are keyed ``<project>/<session id>``. ``first_version``/``last_version`` are the session's
+span in its module's history stream, so ``lopen replay`` reads only that span.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from events.projections.base import Handler, Projection, Table
 class SessionView(msgspec.Struct, kw_only=True):
     id: str
     module: str
+    project: str = ""
     status: str = "running"  # running | paused | completed | failed
     phase: str = ""
     step: int = 0
@@ -29,6 +30,12 @@ class SessionView(msgspec.Struct, kw_only=True):
     ended_at: float = 0.0
     first_seq: int = 0
     last_seq: int = 0
+    protection: str = ""
+    worktree: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.project}/{self.id}"
 
 
 Sessions = Table[SessionView]
@@ -37,12 +44,13 @@ Sessions = Table[SessionView]
 def _row(t: Sessions, seq: int, e: ev.Event) -> SessionView | None:
     if not e.session_id:
         return None
-    row = t.get(e.session_id)
+    key = f"{e.project}/{e.session_id}"
+    row = t.get(key)
     if row is None:
-        row = SessionView(id=e.session_id, module=e.module, started_at=e.at, first_seq=seq)
+        row = SessionView(id=e.session_id, module=e.module, project=e.project, started_at=e.at, first_seq=seq)
     row.updated_at = e.at
     row.last_seq = seq
-    t.put(e.session_id, row)
+    t.put(key, row)
     return row
 
 
@@ -53,6 +61,7 @@ def _touch(t: Sessions, seq: int, e: ev.Event) -> None:
 def _started(t: Sessions, seq: int, e: ev.SessionStarted) -> None:
     if row := _row(t, seq, e):
         row.resumed_from = e.resumed_from
+        row.protection, row.worktree = e.protection, e.worktree
 
 
 def _status(status: str) -> Handler:
@@ -105,7 +114,12 @@ PROJECTION = Projection(
         ev.TaskReopened: _touch,
         ev.ComponentsRecorded: _touch,
         ev.TasksRecorded: _touch,
+        ev.InvocationStarted: _touch,
         ev.InvocationFinished: _touch,
         ev.CommitRecorded: _touch,
+        ev.OracleVerdictRecorded: _touch,
+        ev.ToolCalled: _touch,
+        ev.TokensUsed: _touch,
     },
+    version=2,
 )

@@ -1,7 +1,8 @@
-"""Token totals (L5): per invocation, per session and per module.
+"""Token totals (L5): per invocation, per session and per module, from the per-call ``TokensUsed``.
 
-Row keys: ``invocation:<id>``, ``session:<id>``, ``module:<name>``. ``invocations``
-counts ``InvocationStarted``; the context window is the latest measurement.
+Row keys: ``invocation:<project>/<id>``, ``session:<project>/<id>``, ``module:<project>/<name>``.
+``invocations`` counts the workflow's invocations (``InvocationStarted`` of every kind but the
+oracle's, which ``oracle_invocations`` counts); the context window is the latest measurement.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ class TokenTotals(msgspec.Struct, kw_only=True):
     cache_write: int = 0
     premium: float = 0.0  # premium requests
     invocations: int = 0
+    oracle_invocations: int = 0
+    calls: int = 0  # model calls (one TokensUsed each)
     context_used: int = 0
     context_limit: int = 0
 
@@ -31,13 +34,13 @@ Tokens = Table[TokenTotals]
 KINDS = ("invocation", "session", "module")
 
 
-def _rows(t: Tokens, invocation_id: str, session_id: str, module: str) -> list[TokenTotals]:
+def _rows(t: Tokens, e: ev.Event, invocation_id: str, with_module: bool = True) -> list[TokenTotals]:
     """The rows an event adds to (its invocation's, session's, module's), marked changed."""
-    found = t.memo.get((invocation_id, session_id, module))
+    memo_key = (e.project, invocation_id, e.session_id, e.module if with_module else "")
+    found = t.memo.get(memo_key)
     if found is None:
-        keys = [
-            f"{kind}:{ident}" for kind, ident in zip(KINDS, (invocation_id, session_id, module), strict=True) if ident
-        ]
+        idents = (invocation_id, e.session_id, e.module if with_module else "")
+        keys = [f"{kind}:{e.project}/{ident}" for kind, ident in zip(KINDS, idents, strict=True) if ident]
         rows = []
         for key in keys:
             row = t.get(key)
@@ -45,29 +48,34 @@ def _rows(t: Tokens, invocation_id: str, session_id: str, module: str) -> list[T
                 row = TokenTotals()
                 t.put(key, row)
             rows.append(row)
-        found = t.memo[(invocation_id, session_id, module)] = (keys, rows)
+        found = t.memo[memo_key] = (keys, rows)
     t.dirty.update(found[0])
     return found[1]
 
 
 def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
-    for row in _rows(t, e.invocation_id, e.session_id, e.module):
-        row.invocations += 1
+    oracle = e.kind == "oracle"
+    for row in _rows(t, e, e.invocation_id):
+        if oracle:
+            row.oracle_invocations += 1
+        else:
+            row.invocations += 1
 
 
 def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
     tokens_in, tokens_out, cache_read, cache_write, premium = e.input, e.output, e.cache_read, e.cache_write, e.premium
-    for row in _rows(t, e.invocation_id, e.session_id, e.module):
+    for row in _rows(t, e, e.invocation_id):
         row.input += tokens_in
         row.output += tokens_out
         row.cache_read += cache_read
         row.cache_write += cache_write
         row.premium += premium
+        row.calls += 1
 
 
 def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:
     # a per-invocation figure (and the session's latest); the module row keeps none
-    for row in _rows(t, e.invocation_id, e.session_id, ""):
+    for row in _rows(t, e, e.invocation_id, with_module=False):
         row.context_used, row.context_limit = e.used, e.limit
 
 
@@ -75,4 +83,5 @@ PROJECTION = Projection(
     name="tokens",
     row=TokenTotals,
     handlers={ev.InvocationStarted: _started, ev.TokensUsed: _used, ev.ContextWindowMeasured: _window},
+    version=2,
 )

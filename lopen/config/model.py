@@ -140,6 +140,19 @@ class Store(_Section):
     ] = ""
 
 
+class Project(_Section):
+    id: Annotated[
+        str,
+        _doc(
+            'This project\'s id in the event store; "" = the one Lopen recorded in .lopen/project-id when it '
+            "first ran here (from the repository's first commit). Set it to share module histories between "
+            "clones, or to keep two projects apart on one shared store.",
+            pattern=r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$",
+            allowed="empty, or letters, digits, '.', '_' and '-' (starting with a letter or digit)",
+        ),
+    ] = ""
+
+
 class Context(_Section):
     token_budget: Annotated[
         Positive, _doc("Tokens of documents put into one prompt; lower-priority sections are cut first.")
@@ -160,6 +173,7 @@ class Settings(_Section):
     copilot: Copilot = msgspec.field(default_factory=Copilot)
     store: Store = msgspec.field(default_factory=Store)
     context: Context = msgspec.field(default_factory=Context)
+    project: Project = msgspec.field(default_factory=Project)
 
     def public(self) -> dict[str, dict[str, object]]:
         """The settings as plain data with every secret masked: safe to show, log or store."""

@@ -1,0 +1,175 @@
+"""The journal: how a run writes its module's history and keeps the one fold current.
+
+``Journal(store, project, module)`` reads the module's stream into a ``ModuleState`` (the one fold,
+``events.fold``). ``record(*events)`` then
+
+1. stamps each event with the journal's session id (when it has none),
+2. checks each against the fold (an event that would contradict the history is refused with
+   ``Contradiction`` and nothing is stored),
+3. appends the batch with optimistic concurrency on the module stream (another writer — a second
+   worker, an MCP client asking for a pause — makes it read the new events, check again and retry),
+4. folds the batch in, so the next read sees it (read-your-writes inside a tool call).
+
+After ``close()`` (the session paused, completed or failed) nothing more is recorded: a late
+answer of an oracle cut off by Ctrl+C cannot land after the session ended (``JournalClosed``).
+
+Thread-safe: tool handlers, actors and the gateway's loop record through one journal.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from datetime import date
+from typing import TypeVar
+
+import msgspec
+
+from events import catalogue as ev
+from events.errors import ConcurrencyConflict, StoreError
+from events.fold import _CHECKS, ModuleState
+from events.recorded import Recorded, module_stream, parse_session_id
+from events.store import EventStore
+
+T = TypeVar("T")
+RETRIES = 50
+
+
+class Contradiction(StoreError):
+    """An event the module's history cannot take (e.g. an invalid task transition): nothing was stored."""
+
+    def __init__(self, event: ev.Event, problem: str) -> None:
+        super().__init__(
+            f"{type(event).__name__} refused: {problem}",
+            "it contradicts the module's recorded history, so it was not stored",
+            "this is a bug in Lopen when it happens outside a tool call; report it",
+        )
+        self.event = event
+        self.problem = problem
+
+
+class JournalClosed(StoreError):
+    """The session ended: nothing more is recorded for it."""
+
+    def __init__(self, session_id: str, event: ev.Event) -> None:
+        super().__init__(
+            f"{type(event).__name__} not recorded: session {session_id} has ended",
+            "events arriving after a session paused, completed or failed are dropped",
+            "run the module again to continue",
+        )
+
+
+class Journal:
+    def __init__(self, store: EventStore, project: str, module: str, session_id: str = "") -> None:
+        self.store = store
+        self.project = project
+        self.module = module
+        self.stream = module_stream(project, module)
+        self.session_id = session_id
+        self._state = ModuleState(project=project, module=module)
+        self._lock = threading.RLock()
+        self._closed = False
+        self.refresh()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def refresh(self) -> list[Recorded]:
+        """Fold in what other writers appended since; return those events."""
+        with self._lock:
+            fresh = list(self.store.read_stream(self.stream, self._state.version))
+            for rec in fresh:
+                self._state.apply(rec.event, rec.seq)
+                self._state.version = rec.version
+            return fresh
+
+    def read(self, query: Callable[[ModuleState], T]) -> T:
+        """Run ``query`` on the fold under the journal's lock (keep it short; copy what you keep)."""
+        with self._lock:
+            return query(self._state)
+
+    def snapshot(self) -> ModuleState:
+        """An independent copy of the fold."""
+        with self._lock:
+            return self._state.copy()
+
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def record(self, *events: ev.Event) -> None:
+        """Check, append and fold ``events`` as one batch (see the module docstring)."""
+        if not events:
+            return
+        with self._lock:
+            if self._closed:
+                raise JournalClosed(self.session_id, events[0])
+            stamped = [self._stamp(e) for e in events]
+            for _ in range(RETRIES):
+                self._check(stamped)
+                try:
+                    version = self.store.append(self.stream, stamped, expected_version=self._state.version)
+                except ConcurrencyConflict:
+                    self.refresh()
+                    continue
+                for event in stamped:
+                    self._state.apply(event)
+                self._state.version = version
+                return
+            raise ConcurrencyConflict(self.stream, self._state.version, self.store.version(self.stream))
+
+    def close(self) -> None:
+        """No more events for this session (it paused, completed or failed)."""
+        with self._lock:
+            self._closed = True
+
+    def open_session(self, started: ev.SessionStarted, today: date | None = None) -> str:
+        """Start a new session of the module: ``<module>-YYYYMMDD-<n>`` with the next free ``n``."""
+        day = (today or date.today()).strftime("%Y%m%d")
+        with self._lock:
+            for _ in range(RETRIES):
+                taken = [parse_session_id(s) for s in self._state.sessions]
+                n = 1 + max((number for _, d, number in taken if d == day), default=0)
+                session_id = f"{self.module}-{day}-{n}"
+                event = msgspec.structs.replace(started, session_id=session_id)
+                try:
+                    version = self.store.append(self.stream, [event], expected_version=self._state.version)
+                except ConcurrencyConflict:
+                    self.refresh()
+                    continue
+                self._state.apply(event)
+                self._state.version = version
+                self.session_id = session_id
+                self._closed = False
+                return session_id
+            raise ConcurrencyConflict(self.stream, self._state.version, self.store.version(self.stream))
+
+    def resume_session(self, session_id: str, reason: str) -> None:
+        with self._lock:
+            self.session_id = session_id
+            self._closed = False
+            self.record(ev.SessionResumed(reason=reason))
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _stamp(self, event: ev.Event) -> ev.Event:
+        if event.session_id or not self.session_id:
+            return event
+        return msgspec.structs.replace(event, session_id=self.session_id)
+
+    def _check(self, events: Iterable[ev.Event]) -> None:
+        checked = [e for e in events if type(e) in _CHECKS]
+        if not checked:
+            return
+        state = self._state if len(checked) == 1 else self._state.copy()
+        for event in events:
+            problem = state.check(event)
+            if problem is not None:
+                raise Contradiction(event, problem)
+            if state is not self._state:
+                state.apply(event)
