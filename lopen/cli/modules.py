@@ -29,17 +29,17 @@ def render_modules(rows: list[tuple[str, str, str]]) -> str:
 
 
 def _progress(root: Path) -> dict[str, str]:
-    """Each module's progress from the store's module projection; none recorded yet → empty."""
+    """Each module's progress from the one fold (the plan projection); none recorded yet → empty."""
     from lopen.config import load_settings
+    from lopen.project import open_store
 
-    url = load_settings(root).store.url
-    if not url and not (root / ".lopen" / "store.sqlite").exists():
+    settings = load_settings(root)
+    if not settings.store.url and not (root / ".lopen" / "store.sqlite").exists():
         return {}
-    from events.store import EventStore
-
-    with EventStore.open(root, url) as store:
+    store, _ = open_store(root, settings.store.url, settings.project.id)
+    with store:
         store.projections.catch_up()
-        return {row.module: row.status for row in store.projections.modules.all()}
+        return {row.module: row.state for row in store.projections.plan.all()}
 
 
 def modules() -> None:

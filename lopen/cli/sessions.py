@@ -49,26 +49,31 @@ def register(app: typer.Typer) -> None:
 # -- helpers -----------------------------------------------------------------------------------------
 
 
-def _settings(root: Path) -> tuple[str, int]:
-    """(store.url, session.retention) from the settings, or the defaults while lopen.config is absent."""
-    try:
-        from lopen.config import load_settings
-    except ModuleNotFoundError:
-        return "", DEFAULT_RETENTION
+def _settings(root: Path) -> tuple[str, int, str]:
+    """(store.url, session.retention, project.id) from the settings."""
+    from lopen.config import load_settings
+
     settings = load_settings(root)
-    return settings.store.url, settings.session.retention
+    return settings.store.url, settings.session.retention, settings.project.id
 
 
 @contextlib.contextmanager
 def _store() -> Iterator[EventStore]:
-    """The project's store; its errors print like every user error (`lopen.cli.main`)."""
-    from events.store import EventStore
-    from lopen.project import find_root
+    """The project's store (its projections read this project's rows); its errors print like every
+    user error (`lopen.cli.main`)."""
+    from lopen.project import find_root, open_store
 
     root = find_root()
-    url, _ = _settings(root)
-    with EventStore.open(root, url) as store:
+    url, _, configured = _settings(root)
+    store, _ = open_store(root, url, configured)
+    with store:
         yield store
+
+
+def _warn_problems(store: EventStore) -> None:
+    """Say once, on stderr, which stored events a projection could not apply (it skipped them)."""
+    for problem in store.projections.problems:
+        typer.echo(f"warning: {problem} (`lopen projections rebuild` lists every such event)", err=True)
 
 
 def _session_or_fail(store: EventStore, session_id: str | None) -> SessionView:
@@ -76,6 +81,7 @@ def _session_or_fail(store: EventStore, session_id: str | None) -> SessionView:
 
     views = store.projections
     views.catch_up()
+    _warn_problems(store)
     session = views.sessions.get(session_id) if session_id else views.sessions.latest()
     if session is None or session.deleted:
         what = f"no session {session_id}" if session_id else "no sessions yet"
@@ -111,7 +117,7 @@ def replay(
 ) -> None:
     """Print a session's history, one event per line, in order (for audit)."""
     from events import replay as rp
-    from events.recorded import parse_session_id, session_stream
+    from events.recorded import parse_session_id
     from lopen.errors import LopenError
 
     try:
@@ -119,16 +125,19 @@ def replay(
     except ValueError as exc:
         raise LopenError(str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`") from None
     with _store() as store:
-        if store.version(session_stream(session_id)) == 0:
+        views = store.projections
+        views.catch_up()
+        if views.sessions.get(session_id) is None:
             raise LopenError(
                 f"no session {session_id}",
-                f"the event store at {store.location} has no events for it",
+                f"the event store at {store.location} has no events for it in this project",
                 "see `lopen session list`",
             )
+        records = rp.session_records(store, views.project, session_id)
         if as_json:
-            _write(rp.json_lines(store, session_id))
+            _write(rp.json_line(rec) for rec in records)
         else:
-            _write(f"{line}\n".encode() for line in rp.text_lines(store, session_id))
+            _write(f"{rp.text_line(rec)}\n".encode() for rec in records)
 
 
 @projections_app.command("rebuild")
@@ -145,6 +154,8 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
     if as_json:
         typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
         return
+    for problem in result["problems"]:
+        typer.echo(f"skipped: {problem}")
     seconds = result["seconds"]
     rate = result["events"] / seconds if seconds else 0.0
     typer.echo(
@@ -157,19 +168,26 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
 
 
 @session_app.command("list")
-def list_sessions(as_json: bool = typer.Option(False, "--json", help="Print a JSON array.")) -> None:
-    """List the sessions (oldest first), with status, step and tokens."""
+def list_sessions(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array."),
+    every_project: bool = typer.Option(
+        False, "--all-projects", help="Every project's sessions on this store (a shared PostgreSQL store)."
+    ),
+) -> None:
+    """List this project's sessions (oldest first), with status, step and tokens."""
     import msgspec
 
     with _store() as store:
         views = store.projections
         views.catch_up()
+        _warn_problems(store)
         rows = []
-        for s in views.sessions.all():
-            tokens = views.tokens.session(s.id)
+        for s in views.sessions.all(every_project=every_project):
+            tokens = views.tokens.session(s.id, s.project)
             rows.append(
                 {
                     "id": s.id,
+                    "project": s.project,
                     "module": s.module,
                     "status": s.status,
                     "phase": s.phase,
@@ -187,8 +205,11 @@ def list_sessions(as_json: bool = typer.Option(False, "--json", help="Print a JS
         typer.echo("no sessions yet: `lopen run <module>` starts one")
         return
     header = ("SESSION", "MODULE", "STATUS", "STEP", "STARTED", "TOKENS")
+    if every_project:
+        header = ("PROJECT", *header)
     table = [header] + [
         (
+            *((r["project"],) if every_project else ()),
             r["id"],
             r["module"],
             r["status"],
@@ -211,14 +232,14 @@ def show(
     """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
     import msgspec
 
-    from events.projections.plan import PlanView
+    from events.fold import ModuleState
     from events.report import session_report, to_markdown, to_yaml
 
     with _store() as store:
         session = _session_or_fail(store, session_id)
         views = store.projections
         report = session_report(views, session.id)
-        plan = views.plan.get(session.module) or PlanView(module=session.module)
+        plan = views.plan.get(session.module) or ModuleState(project=session.project, module=session.module)
     assert report is not None
     if fmt is Format.json:
         typer.echo(msgspec.json.format(msgspec.json.encode(report)).decode())
@@ -233,7 +254,7 @@ def delete(session_id: str = typer.Argument(..., metavar="SESSION", help="The se
     """Delete a session from the lists (its events stay in the store for audit)."""
     from events import catalogue as ev
     from events.locks import ModuleLock
-    from events.recorded import session_stream
+    from events.recorded import module_stream
     from lopen.errors import LopenError
 
     with _store() as store:
@@ -245,7 +266,8 @@ def delete(session_id: str = typer.Argument(..., metavar="SESSION", help="The se
                 f"lopen (pid {holder}) is working on module {session.module}",
                 "stop that run first, then delete the session",
             )
-        store.append(session_stream(session_id), [ev.SessionDeleted(reason="lopen session delete")])
+        deleted = ev.SessionDeleted(reason="lopen session delete", session_id=session_id)
+        store.append(module_stream(session.project, session.module), [deleted])
     typer.echo(f"deleted session {session_id} (its events stay in the store; `lopen replay {session_id}` shows them)")
 
 
@@ -257,7 +279,7 @@ def prune(
 ) -> None:
     """Delete all but the newest completed sessions of each module (session.retention, default 10)."""
     from events import catalogue as ev
-    from events.recorded import session_stream
+    from events.recorded import module_stream
     from lopen.project import find_root
 
     retention = keep if keep is not None else _settings(find_root())[1]
@@ -272,7 +294,8 @@ def prune(
         for module, ids in by_module.items():
             for session_id in ids[: max(len(ids) - retention, 0)]:
                 reason = f"lopen session prune: keeping the newest {retention} completed sessions of {module}"
-                store.append(session_stream(session_id), [ev.SessionDeleted(reason=reason)])
+                deleted = ev.SessionDeleted(reason=reason, session_id=session_id)
+                store.append(module_stream(views.project, module), [deleted])
                 pruned.append(session_id)
     for session_id in pruned:
         typer.echo(f"deleted {session_id}")
