@@ -1,71 +1,62 @@
-"""The Assessor (W3): works out where the module really stands, from the recorded plan, the
-verdicts and the repository — never from a cached "current step"."""
+"""The Assessor (W3, W8): where the module really stands, from its history and the repository.
+
+Each ``assess()`` folds in what other writers appended (a pause asked for over MCP, a queued
+message), re-opens tasks whose commits a person took off the branch, checks the spec against its
+approval (an unapproved edit stops the run; an approved change is drift and re-enters planning),
+and answers with ``lopen.workflow.decide.assess`` — a pure function of the one fold.
+"""
 
 from __future__ import annotations
 
 import pykka
 
-from actors.messages import Assessment
-from lopen.workflow.run import ModuleRun
-from lopen.workflow.steps import Kind
-from lopen.workflow.toolbox import ComponentView, PlanView
-
-
-def assess(plan: PlanView, verified: set[tuple[str, str]], module: str, replan_from: int = 0) -> Assessment:
-    """The next step for ``plan``; ``verified`` holds the (scope, target) pairs that passed; ``replan_from``
-    is the step a spec drift re-enters at (0 = none)."""
-    if replan_from:
-        return Assessment(step=replan_from, kind=Kind.PLANNING.value, why="the specification changed: re-planning")
-    if not plan.components:
-        return Assessment(step=2, kind=Kind.PLANNING.value, why="no components recorded yet")
-    selected = plan.component(plan.selected) if plan.selected else None
-    if selected is None or _done(selected, verified):
-        remaining = [c for c in plan.components if not _done(c, verified)]
-        if remaining:
-            why = "no component selected yet" if selected is None else f"component {selected.slug} is complete"
-            return Assessment(step=4, kind=Kind.PLANNING.value, why=f"{why}; {len(remaining)} remain")
-        if ("module", module) in verified:
-            return Assessment(step=7, kind="complete", why="every component is complete and the module is verified")
-        return Assessment(step=7, kind=Kind.MODULE_VERIFICATION.value, why="every component is complete")
-    if not selected.tasks:
-        return Assessment(
-            step=4, kind=Kind.PLANNING.value, component=selected.slug, why=f"component {selected.slug} has no tasks yet"
-        )
-    open_tasks = [t for t in selected.tasks if t.state != "complete"]
-    if open_tasks:
-        task = open_tasks[0]
-        return Assessment(
-            step=6,
-            kind=Kind.TASK.value,
-            component=selected.slug,
-            task=task.id,
-            last_task_of_component=len(open_tasks) == 1,
-            why=f"task {task.id} is {task.state}",
-        )
-    return Assessment(
-        step=6,
-        kind=Kind.COMPONENT_VERIFICATION.value,
-        component=selected.slug,
-        why=f"all tasks of {selected.slug} are complete; the component is not verified yet",
-    )
-
-
-def _done(component: ComponentView, verified: set[tuple[str, str]]) -> bool:
-    if component.status == "done" and not component.tasks:
-        return True
-    return (
-        bool(component.tasks)
-        and ("component", component.slug) in verified
-        and all(t.state == "complete" for t in component.tasks)
-    )
+from actors.messages import Assessment, Stop
+from events import catalogue as ev
+from events.journal import Journal
+from lopen.git import Repository, Worktree
+from lopen.workflow.decide import assess
+from lopen.workflow.spec_watch import SpecWatcher
 
 
 class AssessorActor(pykka.ThreadingActor):
-    def __init__(self, run: ModuleRun) -> None:
+    def __init__(self, journal: Journal, watcher: SpecWatcher, worktree: Worktree) -> None:
         super().__init__()
-        self.run = run
+        self.journal = journal
+        self.watcher = watcher
+        self.worktree = worktree
+        self.first = True
 
-    def assess(self) -> Assessment:
-        self.run.reopen_lost_tasks()
-        self.run.check_drift()
-        return assess(self.run.plan(), self.run.verified(), self.run.module, self.run.state.replan_from)
+    def assess(self) -> Assessment | Stop:
+        self.journal.refresh()
+        if self.first:
+            self.first = False
+            self._follow_branch()
+        status = self.watcher.check(self.journal.snapshot())
+        if not status.approved:
+            return Stop(2, f"the specification of {self.journal.module} is not approved", "lopen spec approve")
+        if status.unapproved:
+            sections = ", ".join(status.unapproved)
+            return Stop(
+                2,
+                f"the specification changed since it was approved ({sections})",
+                f"review docs/requirements/{self.journal.module}/SPECIFICATION.md, then "
+                f"`lopen spec approve {self.journal.module}` and run again (Lopen re-plans what the change needs)",
+            )
+        if status.drift is not None:
+            self.journal.record(*self.watcher.drift_events(status.drift))
+        return self.journal.read(assess)
+
+    def _follow_branch(self) -> None:
+        """A branch moved outside Lopen since the last run (a person's reset): follow it and re-open the
+        tasks whose commits are gone. Runs once per run: only then can the move be a person's."""
+        state = self.journal.snapshot()
+        tip = self.worktree.tip()
+        if not state.tip or not tip or tip == state.tip:
+            return
+        repo = Repository(self.worktree.path)
+        lost = [t for t in state.ordered_tasks() if t.commit and not repo.is_ancestor(t.commit, tip)]
+        events: list[ev.Event] = [
+            ev.Reverted(from_sha=state.tip, to_sha=tip, reason=f"{self.worktree.branch} was moved outside Lopen")
+        ]
+        events += [ev.TaskReopened(task_id=t.id, reason=f"commit {t.commit[:8]} is gone") for t in lost]
+        self.journal.record(*events)

@@ -1,31 +1,49 @@
-"""The Conductor: the loop of one module run. It does no work itself — it asks the Assessor
-where the module stands, the Guardrail whether to go on, hands the step to the Planner or the
-TaskRunner, records what happened, and loops."""
+"""The Conductor: the loop of one module run. It does no work itself — it asks the Assessor where
+the module stands and the Guardrail whether to go on, lets ``lopen.workflow.decide`` choose (a pure
+function), hands the step to the Planner or the TaskRunner, and loops.
+
+An interruption (Ctrl+C, SIGTERM: ``interrupt`` is set) is seen between steps and, through the
+gateway's abort, in the middle of one: the session is recorded paused (``interrupted``) and the
+journal closed, so nothing lands after it.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import threading
 from collections.abc import Callable
 
-import msgspec
 import pykka
 
 from actors.assessor import AssessorActor
-from actors.guardrail import GuardrailActor
-from actors.messages import Assessment, GuardDecision, RunResult, StepOutcome
+from actors.guardrail import GuardrailActor, how_to_go_on
+from actors.messages import Assessment, GuardDecision, RunResult, StepOutcome, Stop
 from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
-from lopen.workflow.run import ModuleRun
+from events.journal import Journal, JournalClosed
+from lopen.workflow.decide import Action, after, decide
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
-CRITICAL = {"auth": "authentication failed", "fatal": "the model call failed", "model_unavailable": "no model left"}
+
+class Interrupt:
+    """Set from a signal handler: which signal stopped the run ("" while it runs)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal = ""
+
+    def set(self, signal: str) -> None:
+        self.signal = self.signal or signal
+        self.event.set()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
 
 
 class ConductorActor(pykka.ThreadingActor):
     def __init__(
         self,
-        run: ModuleRun,
+        journal: Journal,
         *,
         assessor: pykka.ActorProxy[AssessorActor],
         guardrail: pykka.ActorProxy[GuardrailActor],
@@ -33,94 +51,79 @@ class ConductorActor(pykka.ThreadingActor):
         task_runner: pykka.ActorProxy[TaskRunnerActor],
         say: Callable[[str], None],
         stop_before: str = "",
-        ask: Callable[[str], bool] | None = None,
+        interrupt: Interrupt | None = None,
     ) -> None:
         super().__init__()
-        self.run = run
+        self.journal = journal
         self.assessor = assessor
         self.guardrail = guardrail
         self.planner = planner
         self.task_runner = task_runner
         self.say = say
         self.stop_before = stop_before
-        self.ask = ask
-        self.confirmed: set[str] = set()
-        self.tripped: set[tuple[str, str]] = set()
-        self.failures: Counter[str] = Counter()
+        self.interrupt = interrupt or Interrupt()
+        self.invocations = 0  # this run's (workflow.max_iterations counts them)
 
     def run_module(self) -> RunResult:
-        last_step = self.run.current_step()
+        try:
+            return self._loop()
+        except JournalClosed:
+            return self._end(self._interrupted())
+
+    def _loop(self) -> RunResult:
+        last_step = 0
         while True:
-            assessment: Assessment = self.assessor.assess().get()
-            if assessment.complete:
-                self.run.record(ev.SessionCompleted(reason=assessment.why))
-                return self._end(0, "complete", assessment.why)
-            if self.stop_before and phase_of(assessment.step).value == self.stop_before:
-                self.run.record(ev.SessionPaused(reason=f"stopped before {self.stop_before} as asked"))
-                return self._end(0, "paused", f"{self.stop_before} is next: run `lopen build {self.run.module}`")
+            if self.interrupt:
+                return self._end(self._interrupted())
+            found: Assessment | Stop = self.assessor.assess().get()
+            if isinstance(found, Stop):
+                self.journal.record(ev.SessionPaused(reason=found.reason, error_kind="spec"))
+                return self._end(Action(kind="pause", exit_code=found.exit_code, reason=f"{found.reason}; {found.how}"))
+            assessment = found
+            guard = GuardDecision(action="allow")
+            if not assessment.complete:
+                guard = self.guardrail.before(self.invocations).get()
+            pause_requested = self.journal.read(lambda s: s.pause_requested)
+            action = decide(
+                assessment,
+                guard,
+                stop_before=self.stop_before,
+                pause_requested=pause_requested,
+                interrupted=self.interrupt.signal if self.interrupt else "",
+            )
+            if action.kind != "invoke":
+                if action.kind == "pause" and guard.action == "pause" and guard.category:
+                    action = Action(
+                        kind="pause",
+                        exit_code=2,
+                        reason=f"{guard.detail}; {how_to_go_on(guard)}, then run again to resume",
+                        error_kind=guard.category,
+                    )
+                return self._end(action)
             if assessment.step != last_step:
                 if last_step == 6 and assessment.step == 4:
                     self._enter(7, "components remain")
                 self._enter(assessment.step, assessment.why)
                 last_step = assessment.step
-            decision = self.guardrail.check(self.run.invocation_count()).get()
-            if decision.action == "pause" and decision.category in self.confirmed:
-                decision = msgspec.structs.replace(decision, action="allow")  # the user said go on, once
-            if decision.action != "allow" and (decision.category, decision.action) not in self.tripped:
-                self.tripped.add((decision.category, decision.action))  # once per run, not every invocation
-                self.run.record(
-                    ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)
+            outcome = self._dispatch(assessment, guard.budget_hint)
+            self.say(("✓ " if outcome.ok else "✗ ") + outcome.detail)
+            stop = after(outcome.ok, outcome.error_kind, outcome.detail)
+            if stop is not None:
+                return self._end(self._interrupted() if outcome.error_kind == "interrupted" else stop)
+            churn = self.guardrail.after(assessment, outcome).get()
+            if churn.action == "pause":
+                return self._end(
+                    Action(
+                        kind="pause",
+                        exit_code=2,
+                        reason=f"{churn.detail}; {how_to_go_on(churn)}, then run again",
+                        error_kind="churn",
+                    )
                 )
-                if decision.action == "pause":  # a warning's line comes from the renderer, off the event
-                    self.say(f"! {decision.category}: {decision.detail}")
-            if decision.action == "pause" and self._confirmed(decision.category, decision.detail):
-                decision = msgspec.structs.replace(decision, action="allow")
-            if decision.action == "pause":
-                how = f"{_how_to_go_on(decision)}, then run again to resume"
-                self.run.record(ev.SessionPaused(reason=f"{decision.category}: {decision.detail}"))
-                return self._end(2, "paused", f"{decision.detail}; {how}")
-            outcome = self._dispatch(assessment, decision.budget_hint)
-            key = assessment.task or f"{assessment.kind}:{assessment.component}"
-            if outcome.ok:
-                self.say(f"✓ {outcome.detail}")
-                self.failures.pop(key, None)
-                continue
-            self.say(f"✗ {outcome.detail}")
-            if outcome.error_kind in CRITICAL:
-                self.run.record(ev.SessionFailed(reason=outcome.detail, error_kind=outcome.error_kind))
-                return self._end(1, "failed", f"{CRITICAL[outcome.error_kind]}: {outcome.detail}")
-            if outcome.error_kind in ("rate_limited", "transient"):
-                self.run.record(ev.SessionPaused(reason=outcome.detail, error_kind=outcome.error_kind))
-                return self._end(2, "paused", f"{outcome.detail}; run again later to resume")
-            # a task's failures are counted from the events, so they add up across resumed runs
-            self.failures[key] = self.run.task_failures(assessment.task) if assessment.task else self.failures[key] + 1
-            threshold = self.run.settings.workflow.failure_threshold
-            if self.failures[key] >= threshold and self._confirmed(f"churn:{key}", f"{key} failed {threshold} times"):
-                self.failures[key] = 0
-            if self.failures[key] >= threshold:
-                reasons = "; ".join(self.run.failure_reasons(assessment.task)[-threshold:]) or outcome.detail
-                detail = f"{key} failed {self.failures[key]} times (workflow.failure_threshold={threshold}): {reasons}"
-                self.run.record(
-                    ev.GuardrailTripped(category="churn", level="pause", detail=detail), ev.SessionPaused(reason=detail)
-                )
-                return self._end(2, "paused", f"{detail}; fix the cause or edit the plan, then run again")
-
-    def _confirmed(self, category: str, detail: str) -> bool:
-        """Interactive runs ask once per run whether to go on past a pause; headless runs never ask."""
-        if category in self.confirmed:
-            return True
-        if self.ask is None or category == "max_iterations" or not self.ask(f"{detail}. Continue?"):
-            return False
-        self.confirmed.add(category)
-        self.run.record(
-            ev.GuardrailTripped(
-                category=category.split(":")[0], level="warn", detail=f"{detail}; the user chose to continue"
-            )
-        )
-        return True
 
     def _dispatch(self, assessment: Assessment, budget_hint: str) -> StepOutcome:
-        notes = self.run.pending_notes()
+        notes = self._notes()
+        self.invocations += 1
         kind = Kind(assessment.kind)
         if kind is Kind.PLANNING:
             return self.planner.plan(assessment, budget_hint, notes).get()
@@ -129,18 +132,40 @@ class ConductorActor(pykka.ThreadingActor):
             return self.task_runner.run_task(assessment, budget_hint, notes).get()
         return self.task_runner.verify_scope(assessment, budget_hint, notes).get()
 
+    def _notes(self) -> tuple[str, ...]:
+        """Corrective instructions and queued messages for the next invocation (W11), once each."""
+        notes, queued = self.journal.read(lambda s: (list(s.notes), dict(s.queued)))
+        if queued:
+            self.journal.record(*(ev.UserMessageDelivered(message_id=mid) for mid in queued))
+        return (*notes, *(f"Message from the user: {text}" for text in queued.values()))
+
     def _enter(self, step: int, why: str) -> None:
         phase = phase_of(step).value
-        self.run.record(ev.StepEntered(phase=phase, step=step, why=why))
+        self.journal.record(ev.StepEntered(phase=phase, step=step, why=why))
         self.say(f"→ step {step}/7 {STEP_NAMES[step]} ({phase}): {why}")
 
-    def _end(self, code: int, status: str, detail: str) -> RunResult:
-        return RunResult(exit_code=code, status=status, detail=detail, session_id=self.run.session_id)
+    def _interrupted(self) -> Action:
+        signal = self.interrupt.signal or "SIGINT"
+        return Action(
+            kind="pause", exit_code=143 if signal == "SIGTERM" else 130, reason="interrupted", error_kind="interrupted"
+        )
 
-
-def _how_to_go_on(decision: GuardDecision) -> str:
-    """The setting that lets a paused run go on: the budget that ran out, or max_iterations."""
-    if decision.category == "max_iterations":
-        return "raise workflow.max_iterations (lopen config set workflow.max_iterations N, or --max-iterations N)"
-    key = "premium" if decision.detail.startswith("premium") else "token"
-    return f"raise the budget (lopen config set budget.{key}_budget_per_module N)"
+    def _end(self, action: Action) -> RunResult:
+        """Record how the session ended (once) and close the journal: nothing lands after it."""
+        if not self.journal.closed:
+            event: ev.Event
+            if action.kind == "complete":
+                event = ev.SessionCompleted(reason=action.reason)
+            elif action.kind == "fail":
+                event = ev.SessionFailed(reason=action.reason, error_kind=action.error_kind)
+            else:
+                event = ev.SessionPaused(reason=action.reason, error_kind=action.error_kind)
+            if action.kind != "pause" or action.error_kind != "spec":  # a spec stop recorded its own pause
+                self.journal.record(event)
+            self.journal.close()
+        status = {"complete": "complete", "fail": "failed"}.get(action.kind, "paused")
+        if action.kind == "pause" and self.stop_before and action.exit_code == 0:
+            detail = f"{self.stop_before} is next: run `lopen build {self.journal.module}`"
+        else:
+            detail = action.reason
+        return RunResult(exit_code=action.exit_code, status=status, detail=detail, session_id=self.journal.session_id)

@@ -1,35 +1,158 @@
-"""The Git actor (G1, G2, G4): the module branch and the commit of each verified task."""
+"""The Git actor (G1, G2, G5, G6): the module's worktree and branch, and the commit of each verified task.
+
+It reacts to the bus: a task that became complete with a verified tree is committed — exactly that
+tree, on ``lopen/<module>`` (``lopen.git.Worktree.commit``). What is owed is derived from the one
+fold (``ModuleState.owed_commits``), so after a crash between a completion and its commit the next
+run's Git actor finds the task owed and commits it — or, when the commit was made but not recorded,
+finds it on the branch by its tree and ``Lopen-Task`` trailer and records it. Asks: ``settle()``
+(every owed commit made; the tip), ``guard()`` (after an invocation: HEAD and the branch where Lopen
+left them), ``reset_to_tip()`` (the worktree back to the last commit).
+"""
 
 from __future__ import annotations
 
 import pykka
 
 from events import catalogue as ev
-from lopen.git import Repository
-from lopen.workflow.run import ModuleRun
+from events.bus import Subscription
+from events.fold import TaskNode
+from events.journal import Journal
+from events.recorded import Recorded
+from events.store import EventStore
+from lopen.git import Worktree
+
+
+def commit_message(module: str, task: TaskNode, session_id: str) -> str:
+    """``feat(<module>): <task> in <component>`` (G2) with trailers naming the task and the session."""
+    return (
+        f"feat({module}): {task.name} in {task.component}\n\n"
+        f"Lopen-Task: {task.id}\nLopen-Session: {session_id or '-'}\n"
+    )
 
 
 class GitActor(pykka.ThreadingActor):
-    def __init__(self, run: ModuleRun, repo: Repository) -> None:
+    def __init__(self, journal: Journal, worktree: Worktree, store: EventStore, *, auto_commit: bool = True) -> None:
         super().__init__()
-        self.run = run
-        self.repo = repo
+        self.journal = journal
+        self.worktree = worktree
+        self.store = store
+        self.auto_commit = auto_commit
+        self.subscription: Subscription | None = None
 
-    def ensure_branch(self) -> str:
-        branch = f"lopen/{self.run.module}"
-        base = self.repo.head() or ""
-        created = self.repo.ensure_branch(branch)
-        self.run.record(ev.BranchEnsured(branch=branch, created=created, base=base))
-        return branch
+    def on_start(self) -> None:
+        me = self.actor_ref.proxy()
+        stream = self.journal.stream
+        self.subscription = self.store.subscribe(
+            lambda rec: me.observe(rec) if rec.stream_id == stream and _completes(rec.event) else None
+        )
 
-    def head(self) -> str:
-        return self.repo.head() or ""
+    def on_stop(self) -> None:
+        if self.subscription is not None:
+            self.subscription.cancel()
 
-    def commit_task(self, task_id: str, task_name: str, component: str) -> str | None:
-        if not self.run.settings.git.auto_commit:
-            return None
-        message = f"feat({self.run.module}): {task_name} in {component}"
-        sha = self.repo.commit_all(message)
-        if sha:
-            self.run.record(ev.CommitRecorded(sha=sha, message=message, task_id=task_id))
-        return sha
+    def ensure(self, spec: tuple[str, bytes] | None = None) -> str:
+        """The worktree and branch exist (created from the user's HEAD when missing; recorded once),
+        owed commits are made, and the branch holds the approved ``spec`` (relative path, content) —
+        committed as ``docs(<module>): the approved specification`` when it differs."""
+        created, base = self.worktree.ensure()
+        state = self.journal.snapshot()
+        if created or not state.branch or state.worktree != str(self.worktree.path):
+            self.journal.record(
+                ev.BranchEnsured(
+                    branch=self.worktree.branch,
+                    created=created,
+                    base=state.branch_base or base,
+                    worktree=str(self.worktree.path),
+                )
+            )
+        self.settle()
+        if spec is not None:
+            self._adopt_spec(*spec)
+        return self.worktree.branch
+
+    def _adopt_spec(self, relative: str, content: bytes) -> None:
+        state = self.journal.snapshot()
+        parent = state.tip or state.branch_base
+        if self.worktree.show(parent, relative) == content:
+            return
+        message = f"docs({state.module}): the approved specification"
+        sha = self.worktree.commit_file(relative, content, parent, message)
+        tree = self.worktree.tree_of(sha)
+        self.journal.record(
+            ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
+        )
+
+    def observe(self, recorded: Recorded) -> None:
+        self.settle()
+
+    def settle(self) -> str:
+        """Commit every task owed a commit (in plan order); return the branch tip."""
+        if self.auto_commit:
+            for task in self.journal.read(lambda s: s.owed_commits()):
+                self._commit(task)
+        return self.worktree.tip()
+
+    def _commit(self, task: TaskNode) -> None:
+        state = self.journal.snapshot()
+        trailer = f"Lopen-Task: {task.id}"
+        parent = state.tip or state.branch_base
+        found = self.worktree.find_commit(task.tree, parent, trailer)
+        message = commit_message(state.module, task, self.journal.session_id)
+        if found is None:
+            if self.worktree.tip() != parent:
+                self.worktree.move_branch(parent)  # the model moved it: Lopen's commits go on Lopen's history
+            found = self.worktree.commit(task.tree, parent, message)
+        self.journal.record(
+            ev.CommitRecorded(
+                sha=found,
+                message=message.splitlines()[0],
+                task_id=task.id,
+                tree=task.tree,
+                parent=parent,
+                branch=self.worktree.branch,
+            )
+        )
+
+    def guard(self) -> list[str]:
+        """After an invocation: put HEAD and the branch back where Lopen left them; return what was wrong
+        (for a corrective instruction)."""
+        state = self.journal.snapshot()
+        wrong = []
+        head = self.worktree.head_ref()
+        if head != self.worktree.ref:
+            self.worktree.restore_head()
+            wrong.append(f"HEAD was moved to {head or 'a detached commit'}")
+        expected = state.tip or state.branch_base
+        tip = self.worktree.tip()
+        if expected and tip != expected:
+            self.worktree.move_branch(expected)
+            wrong.append(f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}")
+        if wrong:
+            self.journal.record(
+                ev.GuardrailTripped(category="git", level="warn", detail="; ".join(wrong) + " — put back"),
+                ev.CorrectiveInstructionIssued(
+                    category="git",
+                    instruction="Do not change branches, commit, reset or check out in git: Lopen commits verified "
+                    f"work on {self.worktree.branch} itself. In the last invocation "
+                    + "; ".join(wrong)
+                    + ", and Lopen "
+                    "put it back.",
+                ),
+            )
+        return wrong
+
+    def reset_to_tip(self) -> None:
+        """The worktree's files become the last commit (after a completed task: its leftovers go)."""
+        tip = self.worktree.tip()
+        if tip:
+            self.worktree.reset_to(tip)
+
+    def leftovers(self) -> list[str]:
+        return self.worktree.dirty_files()
+
+    def tip(self) -> str:
+        return self.worktree.tip()
+
+
+def _completes(event: ev.Event) -> bool:
+    return isinstance(event, ev.TaskStatusChanged) and event.to_state == "complete"

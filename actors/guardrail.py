@@ -1,12 +1,23 @@
-"""The Guardrail (B1, W10): before every invocation, go on, warn, or pause."""
+"""The Guardrail (B1, B3, W7, W10): before every invocation go on, warn or pause; after it, count
+failures (churn).
+
+Its policy is its own: a pause asks the person once per run when the run is interactive (``ask``)
+and remembers the answer (confirm-once); each trip is recorded once per run; a task's failures are
+read from the one fold, so they add up across resumed runs.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+
 import pykka
 
-from actors.messages import GuardDecision
+from actors.messages import Assessment, GuardDecision, StepOutcome
 from actors.metrics import MetricsActor
-from lopen.workflow.run import ModuleRun
+from events import catalogue as ev
+from events.journal import Journal
+from lopen.config import Settings
 
 
 def check_budget(used: float, budget: float, warning: float, confirmation: float, what: str) -> GuardDecision | None:
@@ -21,20 +32,40 @@ def check_budget(used: float, budget: float, warning: float, confirmation: float
     return None
 
 
-class GuardrailActor(pykka.ThreadingActor):
-    def __init__(self, run: ModuleRun, metrics: pykka.ActorProxy[MetricsActor]) -> None:
-        super().__init__()
-        self.run = run
-        self.metrics = metrics
+def how_to_go_on(decision: GuardDecision) -> str:
+    """The setting that lets a paused run go on: the budget that ran out, max_iterations, or the churn."""
+    if decision.category == "max_iterations":
+        return "raise workflow.max_iterations (lopen config set workflow.max_iterations N, or --max-iterations N)"
+    if decision.category == "churn":
+        return "fix the cause or edit the plan"
+    key = "premium" if decision.detail.startswith("premium") else "token"
+    return f"raise the budget (lopen config set budget.{key}_budget_per_module N)"
 
-    def check(self, invocations: int) -> GuardDecision:
-        settings = self.run.settings
+
+class GuardrailActor(pykka.ThreadingActor):
+    def __init__(
+        self,
+        journal: Journal,
+        settings: Settings,
+        metrics: pykka.ActorProxy[MetricsActor],
+        ask: Callable[[str], bool] | None = None,
+    ) -> None:
+        super().__init__()
+        self.journal = journal
+        self.settings = settings
+        self.metrics = metrics
+        self.ask = ask
+        self.confirmed: set[str] = set()
+        self.tripped: set[tuple[str, str]] = set()
+        self.failures: Counter[str] = Counter()
+        self.forgiven: dict[str, int] = {}  # failures a person already said to go on past
+
+    def before(self, invocations: int) -> GuardDecision:
+        """Before an invocation; ``invocations`` is how many this run has made (W10 counts the run)."""
+        settings = self.settings
         if invocations >= settings.workflow.max_iterations:
-            return GuardDecision(
-                action="pause",
-                category="max_iterations",
-                detail=f"{invocations} invocations reached workflow.max_iterations",
-            )
+            detail = f"{invocations} invocations in this run reached workflow.max_iterations"
+            return self._trip(GuardDecision(action="pause", category="max_iterations", detail=detail), ask=False)
         totals = self.metrics.module_totals().get()
         budget = settings.budget
         decisions = [
@@ -57,7 +88,57 @@ class GuardrailActor(pykka.ThreadingActor):
         for action in ("pause", "warn"):
             for decision in decisions:
                 if decision and decision.action == action:
-                    return GuardDecision(
-                        action=action, category=decision.category, detail=decision.detail, budget_hint=hint
-                    )
+                    found = GuardDecision(action=action, category=decision.category, detail=decision.detail)
+                    return self._trip(found, hint=hint)
         return GuardDecision(action="allow", budget_hint=hint)
+
+    def after(self, assessment: Assessment, outcome: StepOutcome) -> GuardDecision:
+        """After an invocation: a step that failed ``workflow.failure_threshold`` times pauses (W7)."""
+        key = assessment.task or f"{assessment.kind}:{assessment.component}"
+        if outcome.ok:
+            self.failures.pop(key, None)
+            self.forgiven.pop(key, None)
+            return GuardDecision(action="allow")
+        if assessment.task:  # counted from the events: they add up across resumed runs
+            self.failures[key] = self.journal.read(lambda s: s.tasks[assessment.task].failures)
+        else:
+            self.failures[key] += 1
+        threshold = self.settings.workflow.failure_threshold
+        since = self.failures[key] - self.forgiven.get(key, 0)
+        if since < threshold:
+            return GuardDecision(action="allow")
+        reasons = ""
+        if assessment.task:
+            recorded = self.journal.read(lambda s: [r for r in s.tasks[assessment.task].reasons if r])
+            reasons = "; ".join(recorded[-threshold:])
+        detail = f"{key} failed {since} times (workflow.failure_threshold={threshold}): {reasons or outcome.detail}"
+        decision = self._trip(
+            GuardDecision(action="pause", category="churn", detail=detail), confirm_key=f"churn:{key}"
+        )
+        if decision.action != "pause":  # the person said go on: count afresh from here
+            self.forgiven[key] = self.failures[key]
+            self.confirmed.discard(f"churn:{key}")
+        return decision
+
+    def _trip(
+        self, decision: GuardDecision, *, hint: str = "", ask: bool = True, confirm_key: str = ""
+    ) -> GuardDecision:
+        key = confirm_key or decision.category
+        if decision.action == "pause" and key in self.confirmed:
+            return GuardDecision(action="allow", category=decision.category, budget_hint=hint)
+        if (decision.category, decision.action) not in self.tripped:
+            self.tripped.add((decision.category, decision.action))  # once per run, not every invocation
+            self.journal.record(
+                ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)  # type: ignore[arg-type]
+            )
+        if decision.action == "pause" and ask and self.ask is not None and self.ask(f"{decision.detail}. Continue?"):
+            self.confirmed.add(key)
+            self.journal.record(
+                ev.GuardrailTripped(
+                    category=decision.category, level="warn", detail=f"{decision.detail}; the user chose to continue"
+                )
+            )
+            return GuardDecision(action="allow", category=decision.category, budget_hint=hint)
+        return GuardDecision(
+            action=decision.action, category=decision.category, detail=decision.detail, budget_hint=hint
+        )

@@ -1,38 +1,30 @@
-"""Messages the actors exchange (immutable msgspec structs)."""
+"""Messages the actors exchange (immutable msgspec structs).
+
+The workflow's own value types live with its rules: ``lopen.workflow.decide.Assessment`` (where the
+module stands) and ``GuardDecision`` (the Guardrail's answer); these are the rest.
+"""
 
 from __future__ import annotations
 
 import msgspec
 
+from lopen.workflow.decide import Assessment, GuardDecision
 
-class Assessment(msgspec.Struct, frozen=True):
-    """Where the module really stands and what to do next (W3)."""
-
-    step: int
-    kind: str  # a lopen.workflow.steps.Kind value, or "complete"
-    why: str
-    component: str = ""
-    task: str = ""
-    last_task_of_component: bool = False
-
-    @property
-    def complete(self) -> bool:
-        return self.kind == "complete"
-
-
-class GuardDecision(msgspec.Struct, frozen=True):
-    """The Guardrail's answer before an invocation: go on, go on with a warning, or pause."""
-
-    action: str  # allow | warn | pause
-    category: str = ""
-    detail: str = ""
-    budget_hint: str = ""
+__all__ = ["Assessment", "GuardDecision", "RunResult", "StepOutcome", "Stop", "Totals", "VerifyRequest"]
 
 
 class StepOutcome(msgspec.Struct, frozen=True):
     ok: bool
     detail: str = ""
     error_kind: str = ""
+
+
+class Stop(msgspec.Struct, frozen=True):
+    """The Assessor's answer when the run must stop before any step (e.g. an unapproved spec edit)."""
+
+    exit_code: int
+    reason: str
+    how: str = ""
 
 
 class VerifyRequest(msgspec.Struct, frozen=True):
@@ -43,7 +35,7 @@ class VerifyRequest(msgspec.Struct, frozen=True):
 
 
 class RunResult(msgspec.Struct, frozen=True):
-    """How a run ended: exit code 0 complete, 1 failed, 2 a person must act."""
+    """How a run ended: exit code 0 complete, 1 failed, 2 a person must act, 130/143 interrupted."""
 
     exit_code: int
     status: str

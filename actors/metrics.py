@@ -1,8 +1,8 @@
 """The Metrics actor (L5): the module's token and premium-request totals, kept current from the bus.
 
 It starts from the token projection (every session of the module) and adds each `TokensUsed`
-event of its module as it is appended, so the Guardrail's budget check before every invocation
-costs no store read.
+event of its module's history as it is appended (one per model call), so the Guardrail's budget
+check before every invocation costs no store read.
 """
 
 from __future__ import annotations
@@ -12,25 +12,32 @@ import pykka
 from actors.messages import Totals
 from events import catalogue as ev
 from events.bus import Subscription
-from events.recorded import Recorded
+from events.recorded import Recorded, module_stream
 from events.store import EventStore
 
 
 class MetricsActor(pykka.ThreadingActor):
-    def __init__(self, store: EventStore, module: str) -> None:
+    def __init__(self, store: EventStore, project: str, module: str) -> None:
         super().__init__()
         self.store = store
+        self.project = project
         self.module = module
+        self.stream = module_stream(project, module)
         self.totals = Totals()
         self.subscription: Subscription | None = None
 
     def on_start(self) -> None:
         projections = self.store.projections
         projections.catch_up()
-        row = projections.tokens.module(self.module)
+        position = self.store.last_seq()
+        row = projections.tokens.module(self.module, self.project)
         self.totals = Totals(tokens=row.input + row.output, premium=row.premium) if row else Totals()
         me = self.actor_ref.proxy()
-        self.subscription = self.store.subscribe(lambda recorded: me.observe(recorded))
+        stream = self.stream
+        self.subscription = self.store.subscribe(
+            lambda rec: me.observe(rec) if rec.stream_id == stream and isinstance(rec.event, ev.TokensUsed) else None,
+            after=position,
+        )
 
     def on_stop(self) -> None:
         if self.subscription is not None:
@@ -38,7 +45,7 @@ class MetricsActor(pykka.ThreadingActor):
 
     def observe(self, recorded: Recorded) -> None:
         event = recorded.event
-        if isinstance(event, ev.TokensUsed) and event.module == self.module:
+        if isinstance(event, ev.TokensUsed):
             self.totals = Totals(
                 tokens=self.totals.tokens + event.input + event.output, premium=self.totals.premium + event.premium
             )

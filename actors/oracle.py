@@ -1,82 +1,65 @@
-"""The Oracle (T8–T10): collects evidence itself and asks a cheap model for a verdict."""
+"""The Oracle (T8–T10): collects the evidence itself and asks a cheap model for a verdict.
+
+The evidence (``lopen.workflow.evidence``) names the git tree judged; the verdict is recorded with
+it, so a completion — and Lopen's commit — can be bound to exactly that tree. The oracle's session
+has no tools at all and is recorded as its own invocation (``kind="oracle"``) under the invocation
+whose verify tool asked; attempt numbers are folded from the recorded verdicts, so they go on
+counting across runs. Evidence that fails by itself (the approved spec edited in the tree) fails the
+verdict without a model call.
+"""
 
 from __future__ import annotations
 
+import msgspec
 import pykka
 
 from actors.messages import VerifyRequest
 from events import catalogue as ev
-from lopen.copilot import InvocationRequest
-from lopen.copilot.gateway import Gateway
+from events.journal import Journal
 from lopen.workflow import oracle
-from lopen.workflow.models import premium_requests
-from lopen.workflow.run import ModuleRun
+from lopen.workflow.evidence import EvidenceCollector
+from lopen.workflow.invoke import Invoker
+
+RAW_KEPT = 4000
 
 
 class OracleActor(pykka.ThreadingActor):
-    def __init__(self, run: ModuleRun, gateway: Gateway) -> None:
+    def __init__(self, journal: Journal, collector: EvidenceCollector, invoker: Invoker) -> None:
         super().__init__()
-        self.run = run
-        self.gateway = gateway
-        self.attempts: dict[tuple[str, str], int] = {}
+        self.journal = journal
+        self.collector = collector
+        self.invoker = invoker
 
     def verify(self, request: VerifyRequest) -> oracle.Verdict:
-        key = (request.scope, request.target)
-        self.attempts[key] = attempt = self.attempts.get(key, 0) + 1
-        evidence = self.run.evidence(request.scope, request.target, request.notes)
-        for command in evidence.commands:
-            self.run.record(
-                ev.VerificationEvidenceRecorded(
-                    scope=request.scope,
-                    target=request.target,
-                    command=command.command,
-                    exit_code=command.exit_code,
-                    output_tail=command.output_tail,
-                    duration=command.duration,
-                )
-            )
-        models = [self.run.settings.models.oracle, *self.run.settings.models.fallback]
-        result = self.gateway.invoke(
-            InvocationRequest(
-                models=models,
-                prompt=oracle.prompt(evidence),
-                system_message=oracle.SYSTEM,
-                system_mode="replace",
-                working_directory=str(self.run.root),
-            ),
-            (),
-        )
-        if result.error is not None:
-            verdict = oracle.Verdict(
-                passed=False, confidence=0.0, summary=f"the oracle could not answer: {result.error.message}"
-            )
+        evidence = self.collector.collect(request.scope, request.target, request.notes, request.invocation_id)
+        oracle_invocation, model = "", ""
+        if evidence.problems:
+            verdict = oracle.Verdict(passed=False, confidence=1.0, summary="; ".join(evidence.problems))
         else:
-            verdict = oracle.parse_verdict(result.final_message)
+            oracle_invocation, result = self.invoker.invoke_oracle(
+                oracle.prompt(evidence),
+                oracle.SYSTEM,
+                request.invocation_id,
+                scope=request.scope,
+                target=request.target,
+            )
+            model = result.model
+            if result.error is not None:
+                verdict = oracle.Verdict(
+                    passed=False, confidence=0.0, summary=f"the oracle could not answer: {result.error.message}"
+                )
+            else:
+                verdict = oracle.parse_verdict(result.final_message)
         failing = [c for c in evidence.commands if not c.passed]
         if verdict.passed and failing:
-            verdict = oracle.Verdict(
-                passed=False,
-                confidence=verdict.confidence,
-                raw=verdict.raw,
-                summary=f"`{failing[0].command}` failed (exit {failing[0].exit_code})",
-                findings=verdict.findings,
+            verdict = msgspec.structs.replace(
+                verdict, passed=False, summary=f"`{failing[0].command}` failed (exit {failing[0].exit_code})"
             )
-        invocation_id = f"oracle-{request.invocation_id}"
-        events: list[ev.Event] = [
-            ev.TokensUsed(
-                invocation_id=invocation_id,
-                model=model,
-                input=u.input,
-                output=u.output,
-                cache_read=u.cache_read,
-                cache_write=u.cache_write,
-                premium=premium_requests(model),
-            )
-            for model, u in result.usage.per_model.items()
-        ]
-        events.append(
+        verdict = msgspec.structs.replace(verdict, tree=evidence.tree)
+        attempt = self.journal.read(lambda s: s.attempts(request.scope, request.target)) + 1
+        self.journal.record(
             ev.OracleVerdictRecorded(
-                scope=request.scope,
+                scope=request.scope,  # type: ignore[arg-type]
                 target=request.target,
                 passed=verdict.passed,
                 confidence=verdict.confidence,
@@ -85,9 +68,13 @@ class OracleActor(pykka.ThreadingActor):
                     ev.Finding(severity=f.severity, category=f.category, description=f.description, location=f.location)
                     for f in verdict.findings
                 ),
-                model=result.model,
+                model=model,
                 attempt=attempt,
+                tree=evidence.tree,
+                base_commit=evidence.base,
+                raw=verdict.raw[:RAW_KEPT],
+                invocation_id=oracle_invocation,
+                parent_invocation=request.invocation_id,
             )
         )
-        self.run.record(*events)
         return verdict

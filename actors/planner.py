@@ -6,23 +6,33 @@ from __future__ import annotations
 import pykka
 
 from actors.messages import Assessment, StepOutcome
+from events.fold import ModuleState
+from events.journal import Journal
 from lopen.workflow.invoke import Invoker
-from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind
 
 
 class PlannerActor(pykka.ThreadingActor):
-    def __init__(self, run: ModuleRun, invoker: Invoker) -> None:
+    def __init__(self, journal: Journal, invoker: Invoker) -> None:
         super().__init__()
-        self.run = run
+        self.journal = journal
         self.invoker = invoker
 
     def plan(self, assessment: Assessment, budget_hint: str, notes: tuple[str, ...]) -> StepOutcome:
-        outcome, _ = self.invoker.invoke(Kind.PLANNING, assessment.step, budget_hint=budget_hint, notes=notes)
+        outcome = self.invoker.invoke(Kind.PLANNING, assessment.step, budget_hint=budget_hint, notes=notes)
         if not outcome.ok:
             return StepOutcome(ok=False, detail=outcome.detail, error_kind=outcome.error_kind)
-        plan = self.run.plan()
-        selected = plan.component(plan.selected) if plan.selected else None
-        if selected is None or not any(t.state != "complete" for t in selected.tasks):
-            return StepOutcome(ok=False, detail="the planning invocation ended without a selected component with tasks")
-        return StepOutcome(ok=True, detail=f"planned {selected.slug}: {len(selected.tasks)} tasks")
+
+        def result(state: ModuleState) -> StepOutcome:
+            selected = state.components.get(state.selected)
+            tasks = state.component_tasks(selected.slug) if selected else []
+            if selected is None or state.component_done(selected.slug) or not tasks:
+                return StepOutcome(
+                    ok=False, detail="the planning invocation ended without a selected component with tasks"
+                )
+            n = len(tasks)
+            left = sum(t.state != "complete" for t in tasks)
+            done = f", {n - left} already complete" if left < n else ""
+            return StepOutcome(ok=True, detail=f"planned {selected.slug}: {n} task{'' if n == 1 else 's'}{done}")
+
+        return self.journal.read(result)

@@ -104,6 +104,17 @@ class OpenInvocation(msgspec.Struct, kw_only=True):
     commands: list[str] = []  # bash commands run in it (B4: were the tests run?)
 
 
+class EvidenceNode(msgspec.Struct, kw_only=True):
+    """A verify command's result on one tree: the same command on the same tree is not run again."""
+
+    exit_code: int
+    output_tail: str = ""
+    duration: float = 0.0
+
+
+EVIDENCE_KEPT = 64
+
+
 class SessionNode(msgspec.Struct, kw_only=True):
     status: str = "running"  # running | paused | completed | failed | deleted
     started_at: float = 0.0
@@ -117,6 +128,7 @@ class ModuleState(msgspec.Struct, kw_only=True):
     approval_seqs: list[int] = []  # every approval's seq, oldest first
     baseline: dict[str, str] = {}  # the section hashes the plan was made from
     replan_from: int = 0
+    replan_why: str = ""
     dependencies: list[ev.Dependency] = []
     components: dict[str, ComponentNode] = {}
     tasks: dict[str, TaskNode] = {}
@@ -133,6 +145,7 @@ class ModuleState(msgspec.Struct, kw_only=True):
     invocations: dict[str, OpenInvocation] = {}  # started and not finished
     unavailable: list[str] = []  # models that fell back in the latest session
     pause_requested: str = ""  # who asked, until the run pauses
+    evidence: dict[str, EvidenceNode] = {}  # "<tree> <command>" → result, the latest EVIDENCE_KEPT
     problems: list[str] = []  # events skipped because they contradicted the state
 
     # -- folding -------------------------------------------------------------------------------
@@ -417,22 +430,22 @@ def _deleted(s: ModuleState, e: ev.SessionDeleted) -> None:
 
 
 def _approved(s: ModuleState, e: ev.SpecApproved) -> None:
-    s.approval = Approval(
-        spec_hash=e.spec_hash, section_hashes=dict(e.section_hashes), approver=e.approver, at=e.at
-    )
+    s.approval = Approval(spec_hash=e.spec_hash, section_hashes=dict(e.section_hashes), approver=e.approver, at=e.at)
     if not s.planned:
         s.baseline = dict(e.section_hashes)
 
 
 def _drift(s: ModuleState, e: ev.SpecDriftDetected) -> None:
+    s.baseline = dict(e.section_hashes)
     if e.reentry_step:
-        s.baseline = dict(e.section_hashes)
         s.replan_from = min(s.replan_from or e.reentry_step, e.reentry_step)
+        s.replan_why = "the approved specification changed: re-planning"
         _invalidate_above(s)
 
 
 def _replan(s: ModuleState, e: ev.ReplanRequested) -> None:
     s.replan_from = min(s.replan_from or e.step, e.step)
+    s.replan_why = f"{e.requested_by or 'a person'} asked to re-plan" + (f" ({e.reason})" if e.reason else "")
     _invalidate_above(s)
 
 
@@ -562,7 +575,7 @@ def _invocation_started(s: ModuleState, e: ev.InvocationStarted) -> None:
 def _invocation_finished(s: ModuleState, e: ev.InvocationFinished) -> None:
     opened = s.invocations.pop(e.invocation_id, None)
     if opened is not None and opened.kind == "planning" and e.outcome == "ok":
-        s.replan_from = 0
+        s.replan_from, s.replan_why = 0, ""
 
 
 def _tool(s: ModuleState, e: ev.ToolCalled) -> None:
@@ -591,6 +604,20 @@ def _note(s: ModuleState, e: ev.CorrectiveInstructionIssued) -> None:
 
 def _pause(s: ModuleState, e: ev.PauseRequested) -> None:
     s.pause_requested = e.requested_by or "someone"
+
+
+def evidence_key(tree: str, command: str) -> str:
+    return f"{tree} {command}"
+
+
+def _evidence(s: ModuleState, e: ev.VerificationEvidenceRecorded) -> None:
+    if not e.tree or e.reused:
+        return
+    s.evidence[evidence_key(e.tree, e.command)] = EvidenceNode(
+        exit_code=e.exit_code, output_tail=e.output_tail, duration=e.duration
+    )
+    while len(s.evidence) > EVIDENCE_KEPT:
+        s.evidence.pop(next(iter(s.evidence)))
 
 
 _APPLY: dict[type, Callable[[ModuleState, Any], None]] = {
@@ -622,6 +649,7 @@ _APPLY: dict[type, Callable[[ModuleState, Any], None]] = {
     ev.UserMessageDelivered: _delivered,
     ev.CorrectiveInstructionIssued: _note,
     ev.PauseRequested: _pause,
+    ev.VerificationEvidenceRecorded: _evidence,
 }
 
 FOLDED: frozenset[type] = frozenset(_APPLY) | frozenset(_CHECKS)

@@ -10,6 +10,8 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from lopen.workflow.run import ModuleRun
+from lopen.workflow.state import RunState
 
 from events import catalogue as ev
 from events.errors import ModuleLocked
@@ -19,8 +21,6 @@ from events.store import EventStore
 from lopen.errors import LopenError
 from lopen.git import Repository
 from lopen.workflow.revert import revert_module
-from lopen.workflow.run import ModuleRun
-from lopen.workflow.state import RunState
 
 DAY = date(2026, 11, 26)
 MODULE = "core"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from lopen.workflow.run import ModuleRun
 
 from events import catalogue as ev
 from events.recorded import session_stream
 from events.store import EventStore
 from lopen.git import Repository
-from lopen.workflow.run import ModuleRun
 from lopen.workflow.toolbox import (
     ComponentArg,
     RecordComponentsArgs,

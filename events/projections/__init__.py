@@ -309,11 +309,7 @@ class SessionQuery(Query):
         """This project's sessions in the order they started (deleted ones only when asked)."""
         rows: list[SessionView] = self.rows()
         return sorted(
-            (
-                r
-                for r in rows
-                if (include_deleted or not r.deleted) and (every_project or r.project == self.project)
-            ),
+            (r for r in rows if (include_deleted or not r.deleted) and (every_project or r.project == self.project)),
             key=lambda r: r.first_seq,
         )
 

@@ -21,19 +21,20 @@ TO = typer.Option(
 
 def revert(module: str = MODULE, to: str | None = TO) -> None:
     """Reset lopen/<module> to the last verified task's commit (or --to TASK) and re-open the tasks after it."""
-    from events.store import EventStore
+    from lopen.app.engine import worktree_for
     from lopen.cli.output import Console
     from lopen.config import load_settings
     from lopen.documents.paths import validate_module
-    from lopen.project import find_root
+    from lopen.project import find_root, open_store
     from lopen.workflow.revert import revert_module, short
 
     validate_module(module)  # a DocumentError is a LopenError: it prints what and how
     root = find_root()
     settings = load_settings(root)
     console = Console.for_settings(settings)
-    with EventStore.open(root, settings.store.url) as store:
-        result = revert_module(root, module, store, to_task=to)
+    store, project = open_store(root, settings.store.url, settings.project.id)
+    with store:
+        result = revert_module(root, module, store, project, worktree_for(root, module, settings), to_task=to)
 
     target = f"{short(result.to_sha)}, the commit that completed {result.target.task_id}"
     if not result.changed:

@@ -19,21 +19,28 @@ UNATTENDED = typer.Option(False, "--unattended", help="Do not stop for confirmat
 RESUME = typer.Option(None, "--resume", help="Resume this session id.")
 NO_RESUME = typer.Option(False, "--no-resume", help="Start a new session even when one is unfinished.")
 DEMO_DIR = typer.Option(None, "--dir", help="Build the example here instead of a temporary folder.")
-MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Pause after this many invocations.", min=1)
+MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Pause after this many invocations in this run.", min=1)
+REPLAN = typer.Option(
+    False, "--replan", help="Plan the module again (into the same history: work that is done stays done)."
+)
 
 
 def approve(module: str = MODULE) -> None:
     """Approve a module's specification: the human gate between requirements and planning."""
-    from events.store import EventStore
     from lopen.config import load_settings
-    from lopen.project import ensure_lopen_dir, find_root
+    from lopen.project import ensure_lopen_dir, find_root, open_store
     from lopen.workflow.approval import approve_spec
 
     root = find_root()
     ensure_lopen_dir(root)
-    with EventStore.open(root, load_settings(root).store.url) as store:
-        approved, gaps = approve_spec(root, module, store)
-    typer.echo(f"✓ approved the specification of {module} ({len(approved.section_hashes)} sections hashed)")
+    settings = load_settings(root)
+    store, project = open_store(root, settings.store.url, settings.project.id)
+    with store:
+        approved, gaps = approve_spec(root, module, store, project)
+    typer.echo(
+        f"✓ approved the specification of {module} by {approved.approver} "
+        f"({len(approved.section_hashes)} sections hashed)"
+    )
     for gap in gaps:
         typer.echo(f"  note: {gap}")
     typer.echo(f"next: lopen run {module}")
@@ -70,17 +77,20 @@ def _start(
     unattended: bool,
     stop_before: str = "",
     headless: bool = False,
+    replan: bool = False,
 ) -> None:
     import sys
 
+    from lopen.app.engine import run_module
     from lopen.auth import preflight
     from lopen.documents.paths import spec_path, validate_module
     from lopen.errors import LopenError
+    from lopen.git import require_ready
     from lopen.project import ensure_lopen_dir, find_root
-    from lopen.workflow.engine import run_module
 
     validate_module(module)
     root = find_root()
+    require_ready(root)
     settings = _settings(root, model, max_iterations, unattended)
     drafting = not spec_path(root, module).is_file()
     if drafting and not prompt:
@@ -93,7 +103,7 @@ def _start(
     preflight(settings)
     ensure_lopen_dir(root)
     if drafting:
-        from lopen.workflow.drafting import draft_spec
+        from lopen.app.drafting import draft_spec
 
         code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
         _finish(code, session_id, detail)
@@ -106,7 +116,8 @@ def _start(
         no_resume=no_resume,
         stop_before=stop_before,
         message=prompt,
-        ask=None if headless or not sys.stdin.isatty() else _confirm,
+        replan=replan,
+        ask=None if headless or unattended or not sys.stdin.isatty() else _confirm,
     )
     _finish(code, session_id, detail)
 
@@ -121,7 +132,8 @@ def _confirm(question: str) -> bool:
 
 def _finish(code: int, session_id: str, detail: str) -> None:
     typer.echo(("✓ " if code == 0 else "✗ " if code == 1 else "! ") + detail)
-    typer.echo(f"session {session_id}: lopen replay {session_id}")
+    if session_id:
+        typer.echo(f"session {session_id}: lopen replay {session_id}")
     raise typer.Exit(code)
 
 
@@ -134,6 +146,7 @@ def run(
     resume: str | None = RESUME,
     no_resume: bool = NO_RESUME,
     max_iterations: int | None = MAX_ITERATIONS,
+    replan: bool = REPLAN,
 ) -> None:
     """Run the whole workflow for a module: plan, build, verify, commit — resuming where it stands."""
     _start(
@@ -145,6 +158,7 @@ def run(
         no_resume=no_resume,
         max_iterations=max_iterations,
         unattended=unattended,
+        replan=replan,
     )
 
 
@@ -178,16 +192,17 @@ def build(
     max_iterations: int | None = MAX_ITERATIONS,
 ) -> None:
     """Run the building phase (steps 6–7) of a planned module."""
-    from events.store import EventStore
+    from events.journal import Journal
     from lopen.config import load_settings
     from lopen.errors import LopenError
-    from lopen.project import find_root
-    from lopen.workflow.engine import unfinished_session
+    from lopen.project import find_root, open_store
 
     root = find_root()
-    with EventStore.open(root, load_settings(root).store.url) as store:
-        session = resume or unfinished_session(store, module)
-    if session is None:
+    settings = load_settings(root)
+    store, project = open_store(root, settings.store.url, settings.project.id)
+    with store:
+        planned = Journal(store, project, module).read(lambda s: s.planned)
+    if not planned:
         raise LopenError(
             f"module {module} has no plan to build",
             "building works through a recorded plan",
@@ -198,7 +213,7 @@ def build(
         headless=headless,
         prompt=None,
         model=model,
-        resume=session,
+        resume=resume,
         no_resume=False,
         max_iterations=max_iterations,
         unattended=unattended,
@@ -207,7 +222,7 @@ def build(
 
 def demo(directory: Path | None = DEMO_DIR) -> None:
     """Build the bundled example module offline, against the bundled SCRIPTED model, through the real CLI."""
-    from lopen.workflow.demo import run_demo
+    from lopen.app.demo import run_demo
 
     raise typer.Exit(run_demo(directory, typer.echo))
 

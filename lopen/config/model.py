@@ -69,8 +69,21 @@ class Session(_Section):
 
 
 class Git(_Section):
-    enabled: Annotated[bool, _doc("Use git: a branch per module, diffs and reverts.")] = True
-    auto_commit: Annotated[bool, _doc("Commit after each completed task.")] = True
+    enabled: Annotated[
+        bool,
+        _doc("Use git: a branch and a worktree per module, diffs and reverts. Lopen needs it: false is refused."),
+    ] = True
+    auto_commit: Annotated[bool, _doc("Commit after each completed task (exactly the tree the oracle verified).")] = (
+        True
+    )
+    worktree_dir: Annotated[
+        str,
+        _doc(
+            "Folder (relative to the project) holding the worktree each module is built in, as <folder>/<module>.",
+            pattern=r"^[^/\s][^\s]*$",
+            allowed="a relative path without spaces",
+        ),
+    ] = ".lopen/worktrees"
     convention: Annotated[Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")] = (
         "conventional"
     )

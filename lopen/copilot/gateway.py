@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import os
 import sys
@@ -22,6 +23,7 @@ import msgspec
 
 from lopen.copilot.classify import ErrorEvidence
 from lopen.copilot.results import (
+    AssistantDelta,
     AssistantText,
     Attempt,
     ContextMeasured,
@@ -75,6 +77,8 @@ class Gateway:
         self._client: Any = None
         self._unavailable: set[str] = set()
         self._closed = False
+        self._aborted = False
+        self._inflight: set[asyncio.Task[Any]] = set()
 
     # lifecycle -----------------------------------------------------------------------------
 
@@ -99,7 +103,18 @@ class Gateway:
         process = getattr(self._client, "_process", None) or getattr(self._client, "_cli_process", None)
         return getattr(process, "pid", None)
 
-    def close(self) -> None:
+    def abort(self) -> None:
+        """Abort every invocation in flight and refuse new ones (Ctrl+C, SIGTERM): each ``invoke``
+        returns at once with an ``interrupted`` error. Safe from any thread, and from a signal handler."""
+        self._aborted = True
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._cancel_inflight)
+
+    def _cancel_inflight(self) -> None:
+        for task in list(self._inflight):
+            task.cancel()
+
+    def close(self, timeout: float = 15) -> None:
         """Stop the CLI process and the loop thread. Safe to call more than once."""
         if self._closed:
             return
@@ -107,12 +122,16 @@ class Gateway:
         atexit.unregister(self.close)
         if self._client is not None and self._thread.is_alive():
             try:
-                asyncio.run_coroutine_threadsafe(self._client.stop(), self._loop).result(timeout=15)
+                asyncio.run_coroutine_threadsafe(self._client.stop(), self._loop).result(timeout=timeout)
             except Exception:
                 self._force_stop()
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+
+    def kill(self) -> None:
+        """Kill the CLI process now (a second Ctrl+C): nothing is cleaned up."""
+        self._force_stop()
 
     def _force_stop(self) -> None:
         pid = self.cli_pid
@@ -166,7 +185,23 @@ class Gateway:
         """Run one fresh session to completion. Blocks the calling thread, never the loop."""
         if self._closed or self._client is None:
             raise RuntimeError("the gateway is not running")
-        return self._run(self.invoke_async(request, tools, on_event))
+        if self._aborted:
+            return _interrupted(request)
+        try:
+            return self._run(self._tracked(self.invoke_async(request, tools, on_event)))
+        except concurrent.futures.CancelledError:
+            return _interrupted(request)
+
+    async def _tracked(self, coro: Any) -> InvocationResult:
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            if self._aborted:
+                raise asyncio.CancelledError
+            return await coro
+        finally:
+            self._inflight.discard(task)
 
     async def invoke_async(
         self,
@@ -184,7 +219,7 @@ class Gateway:
             while True:
                 last = await self._attempt(model, request, tools, emit, attempts)
                 error = last.error
-                if error is None or error.kind in (ErrorKind.AUTH, ErrorKind.FATAL):
+                if error is None or error.kind in (ErrorKind.AUTH, ErrorKind.FATAL, ErrorKind.TIMEOUT):
                     return self._finish(last, attempts, started)
                 if error.kind is ErrorKind.MODEL_UNAVAILABLE:
                     break
@@ -225,6 +260,9 @@ class Gateway:
         run = _SessionRun(model, emit)
         begun = time.monotonic()
         session = None
+        options: dict[str, Any] = {}
+        if not request.builtin_tools:
+            options["available_tools"] = [t.name for t in tools]  # nothing of the CLI's own
         try:
             session = await self._client.create_session(
                 on_permission_request=PermissionHandler.approve_all,
@@ -234,14 +272,21 @@ class Gateway:
                 working_directory=request.working_directory or None,
                 infinite_sessions={"enabled": False},
                 provider=self._provider_dict(),
+                **options,
             )
             session.on(run.observe)
             await session.send_and_wait(request.prompt, timeout=request.timeout)
+        except TimeoutError:
+            run.error = InvocationError(
+                kind=ErrorKind.TIMEOUT,
+                message=f"the invocation ran past copilot.invocation_timeout ({request.timeout:g} s) and was stopped",
+                model=model,
+            )
         except Exception as exc:
             run.error = run.evidence.classify(model, exc)
         finally:
             if session is not None:
-                await self._dispose(session)
+                await asyncio.shield(self._dispose(session))
         attempts.append(
             Attempt(model=model, error=run.error, cli_retries=run.cli_retries, duration=time.monotonic() - begun)
         )
@@ -266,7 +311,8 @@ class Gateway:
 
 
 class _SessionRun:
-    """Collects one session's events: tool calls, usage, context window, final message, errors."""
+    """Collects one session's events: tool calls (a sub-agent's too, with its ``agent_id``), usage per
+    model call, context window, final message, errors."""
 
     def __init__(self, model: str, emit: EventCallback) -> None:
         self.model = model
@@ -279,18 +325,23 @@ class _SessionRun:
         self.cli_retries = 0
         self.evidence = ErrorEvidence()
         self.error: InvocationError | None = None
+        self.charged = False  # the attempt's first main-agent model call was seen
+        self.agent = ""  # the agent id of the event being observed ("" = the session's own)
+        self.event_id = ""
 
     def observe(self, event: Any) -> None:
-        if getattr(event, "agent_id", None):
-            return
         data = event.data
         handler = getattr(self, "_on_" + type(data).__name__, None)
         if handler is not None:
+            self.agent = getattr(event, "agent_id", None) or ""
+            self.event_id = str(getattr(event, "id", "") or "")
             handler(data)
 
     def _on_ToolExecutionStartData(self, data: Any) -> None:
         self.pending[data.tool_call_id] = (data.tool_name, data.arguments, time.monotonic())
-        self.emit(ToolStarted(call_id=data.tool_call_id, name=data.tool_name, arguments=data.arguments))
+        self.emit(
+            ToolStarted(call_id=data.tool_call_id, name=data.tool_name, arguments=data.arguments, agent_id=self.agent)
+        )
 
     def _on_ToolExecutionCompleteData(self, data: Any) -> None:
         name, arguments, begun = self.pending.pop(data.tool_call_id, ("?", None, time.monotonic()))
@@ -307,14 +358,21 @@ class _SessionRun:
             result=text,
             success=bool(data.success),
             duration=time.monotonic() - begun,
+            agent_id=self.agent,
         )
         self.tool_calls.append(record)
         self.emit(ToolFinished(record=record))
 
     def _on_AssistantMessageData(self, data: Any) -> None:
         if data.content:
-            self.final_message = data.content
-            self.emit(AssistantText(text=data.content))
+            if not self.agent:
+                self.final_message = data.content
+            self.emit(AssistantText(text=data.content, agent_id=self.agent))
+
+    def _on_AssistantMessageDeltaData(self, data: Any) -> None:
+        text = getattr(data, "delta_content", None) or ""
+        if text and not self.agent:
+            self.emit(AssistantDelta(text=text))
 
     def _on_AssistantUsageData(self, data: Any) -> None:
         values = (
@@ -323,8 +381,14 @@ class _SessionRun:
             data.cache_read_tokens or 0,
             data.cache_write_tokens or 0,
         )
-        self.usage.add(data.model or self.model, *values)
-        self.emit(UsageReported(data.model or self.model, *values))
+        model = data.model or self.model
+        first = not self.agent and not self.charged
+        self.charged = self.charged or first
+        self.usage.add(model, *values)
+        call_id = data.api_call_id or data.provider_call_id or self.event_id
+        self.emit(
+            UsageReported(model, *values, call_id=call_id or "", agent_id=self.agent, first_of_attempt=first)
+        )
 
     def _on_SessionUsageInfoData(self, data: Any) -> None:
         self.context = ContextWindow(used=int(data.current_tokens or 0), limit=int(data.token_limit or 0))
@@ -359,6 +423,20 @@ class _SessionRun:
             attempts=[],
             error=self.error,
         )
+
+
+def _interrupted(request: InvocationRequest) -> InvocationResult:
+    model = request.models[0] if request.models else ""
+    return InvocationResult(
+        model=model,
+        final_message="",
+        tool_calls=[],
+        usage=Usage(),
+        context=ContextWindow(),
+        duration=0.0,
+        attempts=[],
+        error=InvocationError(kind=ErrorKind.INTERRUPTED, message="interrupted: Lopen is stopping", model=model),
+    )
 
 
 def _first_line(text: str) -> str:

@@ -12,6 +12,8 @@ class ErrorKind(StrEnum):
     RATE_LIMITED = "rate_limited"
     MODEL_UNAVAILABLE = "model_unavailable"
     TRANSIENT = "transient"
+    TIMEOUT = "timeout"  # the invocation ran past its timeout: not retried
+    INTERRUPTED = "interrupted"  # Lopen aborted it (Ctrl+C, SIGTERM): not retried
     FATAL = "fatal"
 
 
@@ -23,7 +25,8 @@ class InvocationError(msgspec.Struct, frozen=True):
 
 
 class ToolCallRecord(msgspec.Struct, frozen=True):
-    """One tool call the model made, Lopen's own or the CLI's (`bash`, `view`, …)."""
+    """One tool call the model made, Lopen's own or the CLI's (`bash`, `view`, …); ``agent_id`` is set
+    when a sub-agent (the CLI's `task` tool) made it."""
 
     call_id: str
     name: str
@@ -31,6 +34,7 @@ class ToolCallRecord(msgspec.Struct, frozen=True):
     result: str
     success: bool
     duration: float
+    agent_id: str = ""
 
 
 class ModelUsage(msgspec.Struct):
@@ -93,7 +97,11 @@ class InvocationResult(msgspec.Struct):
 
 
 class InvocationRequest(msgspec.Struct, frozen=True):
-    """A fresh session: the model chain is tried in order when a model is unavailable."""
+    """A fresh session: the model chain is tried in order when a model is unavailable.
+
+    ``builtin_tools=False`` offers the session no tool at all — not even the CLI's own (the oracle's
+    session: it judges, it cannot act). ``traceparent`` is the W3C trace context its spans hang under.
+    """
 
     models: list[str]
     prompt: str
@@ -101,6 +109,8 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     system_mode: str = "append"
     working_directory: str = ""
     timeout: float = 900.0
+    builtin_tools: bool = True
+    traceparent: str = ""
 
 
 # Stream events handed to the gateway's callback while a session runs.
@@ -114,6 +124,7 @@ class ToolStarted(StreamEvent, frozen=True):
     call_id: str
     name: str
     arguments: dict | str | None
+    agent_id: str = ""
 
 
 class ToolFinished(StreamEvent, frozen=True):
@@ -122,14 +133,27 @@ class ToolFinished(StreamEvent, frozen=True):
 
 class AssistantText(StreamEvent, frozen=True):
     text: str
+    agent_id: str = ""
+
+
+class AssistantDelta(StreamEvent, frozen=True):
+    """A piece of the model's message as it streams (for live views; never recorded)."""
+
+    text: str
 
 
 class UsageReported(StreamEvent, frozen=True):
+    """One model call's usage, as it arrives. ``first_of_attempt`` marks the first call of a session
+    attempt (the user prompt: what premium requests are charged for)."""
+
     model: str
     input: int
     output: int
     cache_read: int
     cache_write: int
+    call_id: str = ""
+    agent_id: str = ""
+    first_of_attempt: bool = False
 
 
 class ContextMeasured(StreamEvent, frozen=True):
@@ -151,3 +175,13 @@ class ModelFellBack(StreamEvent, frozen=True):
     from_model: str
     to_model: str
     why: str
+
+
+class PermissionDecision(StreamEvent, frozen=True):
+    """The sandbox policy's answer to one permission request of the CLI (recorded as PermissionDecided)."""
+
+    kind: str
+    target: str
+    allowed: bool
+    reason: str = ""
+    agent_id: str = ""

@@ -10,10 +10,14 @@ from events.store import EventStore
 from lopen.documents import acceptance_criteria, check_spec, load_spec
 from lopen.documents.hashing import section_hashes, spec_hash
 from lopen.errors import LopenError
+from lopen.git import who
 
 
-def approve_spec(root: Path, module: str, store: EventStore) -> tuple[ev.SpecApproved, list[str]]:
-    """Record the approval of the module's current spec; returns it and the spec check's gaps."""
+def approve_spec(
+    root: Path, module: str, store: EventStore, project: str, approver: str = ""
+) -> tuple[ev.SpecApproved, list[str]]:
+    """Record the approval of the module's current spec, with who approved it (the git identity, else
+    ``$USER``, unless ``approver`` names someone); returns it and the spec check's gaps."""
     _, doc = load_spec(root, module)
     if not acceptance_criteria(doc):
         raise LopenError(
@@ -21,15 +25,8 @@ def approve_spec(root: Path, module: str, store: EventStore) -> tuple[ev.SpecApp
             "Lopen verifies the module against them; without them nothing can be checked",
             f"add an `## Acceptance Criteria` checkbox list (see `lopen spec check {module}`)",
         )
-    approved = ev.SpecApproved(spec_hash=spec_hash(doc), section_hashes=section_hashes(doc))
-    store.append(module_stream(module), [approved])
+    approved = ev.SpecApproved(
+        spec_hash=spec_hash(doc), section_hashes=section_hashes(doc), approver=approver or who(root)
+    )
+    store.append(module_stream(project, module), [approved])
     return approved, [f"{gap.part}: {gap.expected}" for gap in check_spec(doc, module).gaps]
-
-
-def approval(store: EventStore, module: str) -> ev.SpecApproved | None:
-    """The module's latest spec approval, if any."""
-    latest = None
-    for recorded in store.read_stream(module_stream(module)):
-        if isinstance(recorded.event, ev.SpecApproved):
-            latest = recorded.event
-    return latest

@@ -1,29 +1,41 @@
-"""One model invocation of the workflow: prompt, tools, the gateway call, and its events.
+"""One model invocation: prompt, tools, the gateway call, and the events it leaves.
 
-Token usage is recorded once, when the invocation finishes: an invocation cut off mid-way
-(crash, kill) has recorded no usage, so resumed totals never count half an invocation twice.
+Everything is recorded as it happens, through the module's journal: ``InvocationStarted``, each
+``ToolCalled`` and ``PermissionDecided`` as it streams, one ``TokensUsed`` per model call the moment
+its usage arrives (so a crash loses no call and a resume counts none twice; a gateway retry's calls
+and a sub-agent's are counted too, the sub-agent's with its ``agent_id``), ``ModelFellBack``, then
+``ContextWindowMeasured``, the tool-discipline findings and ``InvocationFinished``. Premium requests
+follow one rule (``lopen.workflow.models.premium_for_call``), the oracle's invocations included.
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import msgspec
 
 from events import catalogue as ev
+from events.journal import Journal, JournalClosed
 from lopen.config import Settings
-from lopen.copilot import InvocationRequest, InvocationResult
-from lopen.copilot.results import ModelFellBack, RetryScheduled, StreamEvent, ToolFinished
+from lopen.copilot import InvocationRequest, InvocationResult, LopenTool
+from lopen.copilot.results import (
+    ErrorKind,
+    ModelFellBack,
+    PermissionDecision,
+    RetryScheduled,
+    StreamEvent,
+    ToolFinished,
+    UsageReported,
+)
 from lopen.documents.context import Kind as ContextKind
 from lopen.documents.context import assemble_context
 from lopen.workflow.discipline import analyze, content_hash, exit_code
-from lopen.workflow.models import premium_requests
+from lopen.workflow.models import premium_for_call
 from lopen.workflow.prompts import PromptContext, system_message, user_prompt
-from lopen.workflow.run import ModuleRun
 from lopen.workflow.steps import Kind, phase_of, toolset
-from lopen.workflow.toolbox import Toolbox
 
 RESULT_SUMMARY = 300
 # The document context each kind of invocation gets (lopen.documents.context): a component's
@@ -36,7 +48,16 @@ CONTEXT_KINDS: dict[Kind, ContextKind] = {
     Kind.MODULE_VERIFICATION: "module-verification",
     Kind.ORACLE: "oracle",
 }
-_counter = itertools.count(1)
+
+GatewayInvoke = Callable[[InvocationRequest, Sequence[LopenTool], Callable[[StreamEvent], None]], InvocationResult]
+ToolsFor = Callable[[str, int, str, str], "ToolSource"]
+
+
+class ToolSource:
+    """Something that lists Lopen's tools by name for one invocation (``lopen.workflow.toolbox.Toolbox``)."""
+
+    def tools(self, names: tuple[str, ...]) -> list[LopenTool]:  # pragma: no cover - a protocol
+        raise NotImplementedError
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -51,12 +72,33 @@ def new_invocation_id(kind: Kind) -> str:
 
 
 class Invoker:
-    """Runs invocations for one module run; `invoke_gateway` is the gateway's invoke."""
+    """Runs the invocations of one module run.
 
-    def __init__(self, run: ModuleRun, invoke_gateway: Callable[..., InvocationResult], settings: Settings) -> None:
-        self.run = run
+    ``workdir`` is where the model works (the module's worktree; its documents are read there);
+    ``tools_for(invocation_id, step, component, task)`` makes the invocation's toolbox;
+    ``watch`` receives every stream event too (live views); ``traceparent(invocation_id)`` gives the
+    W3C trace context the invocation's spans hang under, when telemetry is on.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        invoke_gateway: GatewayInvoke,
+        settings: Settings,
+        workdir: Path,
+        tools_for: ToolsFor | None = None,
+        *,
+        watch: Callable[[str, StreamEvent], None] | None = None,
+        traceparent: Callable[[str], str] | None = None,
+    ) -> None:
+        self.journal = journal
         self.invoke_gateway = invoke_gateway
         self.settings = settings
+        self.workdir = workdir
+        self.tools_for = tools_for
+        self.watch = watch
+        self.traceparent = traceparent
+        self.count = 0  # invocations this run made (workflow.max_iterations counts these)
 
     def models_for(self, kind: Kind) -> list[str]:
         models = self.settings.models
@@ -66,7 +108,8 @@ class Invoker:
             Kind.ORACLE: models.oracle,
         }.get(kind, models.building)
         chain = list(dict.fromkeys([primary, *models.fallback]))
-        return [m for m in chain if m not in self.run.state.unavailable] or chain
+        unavailable = set(self.journal.read(lambda s: list(s.unavailable)))
+        return [m for m in chain if m not in unavailable] or chain
 
     def invoke(
         self,
@@ -79,20 +122,20 @@ class Invoker:
         notes: tuple[str, ...] = (),
         last_task_of_component: bool = False,
         budget_hint: str = "",
-    ) -> tuple[Outcome, Toolbox]:
+    ) -> Outcome:
         invocation_id = new_invocation_id(kind)
-        toolbox = Toolbox(self.run, invocation_id=invocation_id, step=step, component=component, task=task)
         names = toolset(kind, last_task_of_component)
+        toolbox = self.tools_for(invocation_id, step, component, task) if self.tools_for else None
         context = assemble_context(
-            self.run.root,
-            self.run.module,
+            self.workdir,
+            self.journal.module,
             CONTEXT_KINDS[kind],
             component=component or None,
             task=task_text or None,
             budget_tokens=self.settings.context.token_budget,
         )
         prompt_ctx = PromptContext(
-            module=self.run.module,
+            module=self.journal.module,
             kind=kind,
             step=step,
             component=component,
@@ -107,109 +150,162 @@ class Invoker:
             models=self.models_for(kind),
             prompt=user_prompt(prompt_ctx),
             system_message=system_message(prompt_ctx),
-            working_directory=str(self.run.root),
+            working_directory=str(self.workdir),
             timeout=self.settings.copilot.invocation_timeout,
+            traceparent=self.traceparent(invocation_id) if self.traceparent else "",
         )
-        self.run.record(
-            ev.InvocationStarted(
-                invocation_id=invocation_id,
-                phase=phase_of(step).value,
-                step=step,
-                kind=kind.value,
-                model=request.models[0],
-                component=component,
-                task=task,
-                prompt_size=len(request.prompt) + len(request.system_message),
-                sections_sent=tuple(context.sections_sent),
+        try:
+            self.journal.record(
+                ev.InvocationStarted(
+                    invocation_id=invocation_id,
+                    phase=phase_of(step).value,
+                    step=step,
+                    kind=kind.value,
+                    model=request.models[0],
+                    component=component,
+                    task=task,
+                    prompt_size=len(request.prompt) + len(request.system_message),
+                    sections_sent=tuple(context.sections_sent),
+                )
             )
-        )
-        result = self.invoke_gateway(request, toolbox.tools(names), self._streamer(invocation_id))
-        self.record_finish(invocation_id, result)
-        outcome = Outcome(
+        except JournalClosed:
+            return Outcome(ok=False, detail="interrupted", error_kind="interrupted", invocation_id=invocation_id)
+        self.count += 1
+        tools = toolbox.tools(names) if toolbox is not None else []
+        result = self.invoke_gateway(request, tools, self._streamer(invocation_id))
+        self._finish(invocation_id, result)
+        return Outcome(
             ok=result.error is None,
             detail=result.error.message if result.error else result.final_message,
             error_kind=result.error.kind.value if result.error else "",
             invocation_id=invocation_id,
         )
-        return outcome, toolbox
+
+    def invoke_oracle(
+        self, prompt: str, system: str, parent_invocation: str, *, scope: str, target: str
+    ) -> tuple[str, InvocationResult]:
+        """An oracle session: no tools at all, the oracle model chain, recorded as its own invocation
+        (``kind="oracle"``) under the invocation whose verify tool asked. Returns (its id, the result)."""
+        invocation_id = new_invocation_id(Kind.ORACLE)
+        request = InvocationRequest(
+            models=self.models_for(Kind.ORACLE),
+            prompt=prompt,
+            system_message=system,
+            system_mode="replace",
+            working_directory=str(self.workdir),
+            timeout=self.settings.copilot.invocation_timeout,
+            builtin_tools=False,
+            traceparent=self.traceparent(invocation_id) if self.traceparent else "",
+        )
+        parent = self.journal.read(lambda s: s.invocations.get(parent_invocation))
+        self.journal.record(
+            ev.InvocationStarted(
+                invocation_id=invocation_id,
+                phase="building",
+                step=6 if scope != "module" else 7,
+                kind=Kind.ORACLE.value,
+                model=request.models[0],
+                component=target if scope == "component" else "",
+                task=target if scope == "task" else (parent.task if parent else ""),
+                prompt_size=len(prompt) + len(system),
+                parent_invocation=parent_invocation,
+            )
+        )
+        result = self.invoke_gateway(request, [], self._streamer(invocation_id))
+        self._finish(invocation_id, result, discipline=False)
+        return invocation_id, result
 
     def _streamer(self, invocation_id: str) -> Callable[[StreamEvent], None]:
         def on_event(event: StreamEvent) -> None:
-            if isinstance(event, ToolFinished):
-                record = event.record
-                arguments = record.arguments if isinstance(record.arguments, dict) else {"raw": record.arguments}
-                self.run.record(
-                    ev.ToolCalled(
-                        invocation_id=invocation_id,
-                        tool=record.name,
-                        arguments=arguments,
-                        success=record.success,
-                        result_summary=record.result[:RESULT_SUMMARY],
-                        duration=record.duration,
-                        exit_code=exit_code(record.result) if record.name == "bash" else None,
-                        result_hash=content_hash(record.result),
-                    )
-                )
-            elif isinstance(event, ModelFellBack):
-                self.run.record(
-                    ev.ModelFellBack(
-                        invocation_id=invocation_id, from_model=event.from_model, to_model=event.to_model, why=event.why
-                    )
-                )
-            elif isinstance(event, RetryScheduled):
-                self.run.record(
-                    ev.GuardrailTripped(
-                        category="retry",
-                        level="warn",
-                        # the CLI does not say how long it waits (it honours Retry-After): no "in 0.0 s"
-                        detail=f"{event.model}: {event.reason}, retry {event.attempt} by the {event.by}"
-                        + (f" in {event.delay:.1f} s" if event.delay > 0 else ""),
-                    )
-                )
+            if self.watch is not None:
+                self.watch(invocation_id, event)
+            recorded = self._event_for(invocation_id, event)
+            if recorded is not None:
+                with contextlib.suppress(JournalClosed):  # the session ended (interrupted): late events are dropped
+                    self.journal.record(recorded)
 
         return on_event
 
-    def record_finish(self, invocation_id: str, result: InvocationResult) -> None:
-        events: list[ev.Event] = []
-        charged = False
-        for model, usage in result.usage.per_model.items():
-            premium = 0.0 if charged else premium_requests(model)
-            charged = charged or premium > 0
-            events.append(
-                ev.TokensUsed(
-                    invocation_id=invocation_id,
-                    model=model,
-                    input=usage.input,
-                    output=usage.output,
-                    cache_read=usage.cache_read,
-                    cache_write=usage.cache_write,
-                    premium=premium,
-                )
+    def _event_for(self, invocation_id: str, event: StreamEvent) -> ev.Event | None:
+        if isinstance(event, UsageReported):
+            return ev.TokensUsed(
+                invocation_id=invocation_id,
+                model=event.model,
+                input=event.input,
+                output=event.output,
+                cache_read=event.cache_read,
+                cache_write=event.cache_write,
+                premium=premium_for_call(event.model, first_of_attempt=event.first_of_attempt, agent_id=event.agent_id),
+                call_id=event.call_id,
+                agent_id=event.agent_id,
             )
+        if isinstance(event, ToolFinished):
+            record = event.record
+            arguments = record.arguments if isinstance(record.arguments, dict) else {"raw": record.arguments}
+            return ev.ToolCalled(
+                invocation_id=invocation_id,
+                tool=record.name,
+                arguments=arguments,
+                success=record.success,
+                result_summary=record.result[:RESULT_SUMMARY],
+                duration=record.duration,
+                exit_code=exit_code(record.result) if record.name == "bash" else None,
+                result_hash=content_hash(record.result),
+                call_id=record.call_id,
+                agent_id=record.agent_id,
+            )
+        if isinstance(event, ModelFellBack):
+            return ev.ModelFellBack(
+                invocation_id=invocation_id, from_model=event.from_model, to_model=event.to_model, why=event.why
+            )
+        if isinstance(event, RetryScheduled):
+            return ev.GuardrailTripped(
+                category="retry",
+                level="warn",
+                # the CLI does not say how long it waits (it honours Retry-After): no "in 0.0 s"
+                detail=f"{event.model}: {event.reason}, retry {event.attempt} by the {event.by}"
+                + (f" in {event.delay:.1f} s" if event.delay > 0 else ""),
+            )
+        if isinstance(event, PermissionDecision):
+            return ev.PermissionDecided(
+                invocation_id=invocation_id,
+                kind=event.kind,
+                target=event.target[:500],
+                allowed=event.allowed,
+                reason=event.reason,
+                agent_id=event.agent_id,
+            )
+        return None
+
+    def _finish(self, invocation_id: str, result: InvocationResult, *, discipline: bool = True) -> None:
+        events: list[ev.Event] = []
         if result.context.limit:
             events.append(
                 ev.ContextWindowMeasured(
                     invocation_id=invocation_id, used=result.context.used, limit=result.context.limit
                 )
             )
-        discipline = self.settings.tool_discipline
-        for finding in analyze(
-            result.tool_calls,
-            discipline.max_file_reads,
-            discipline.max_command_retries,
-            working_directory=str(self.run.root),
-        ):
-            events.append(
-                ev.CorrectiveInstructionIssued(
-                    invocation_id=invocation_id, category=finding.category, instruction=finding.instruction
+        if discipline:
+            rules = self.settings.tool_discipline
+            for finding in analyze(
+                [c for c in result.tool_calls if not c.agent_id],
+                rules.max_file_reads,
+                rules.max_command_retries,
+                working_directory=str(self.workdir),
+            ):
+                events.append(
+                    ev.CorrectiveInstructionIssued(
+                        invocation_id=invocation_id, category=finding.category, instruction=finding.instruction
+                    )
                 )
-            )
+        error = result.error
         events.append(
             ev.InvocationFinished(
                 invocation_id=invocation_id,
-                outcome="ok" if result.error is None else "error",
-                error_kind=result.error.kind.value if result.error else "",
+                outcome="ok" if error is None else ("interrupted" if error.kind is ErrorKind.INTERRUPTED else "error"),
+                error_kind=error.kind.value if error else "",
                 duration=result.duration,
             )
         )
-        self.run.record(*events)
+        with contextlib.suppress(JournalClosed):
+            self.journal.record(*events)

@@ -17,3 +17,12 @@ def premium_requests(model: str) -> float:
     if name in STANDARD_MODELS or name.endswith("-mini"):
         return 0.0
     return MULTIPLIERS.get(name, 1.0)
+
+
+def premium_for_call(model: str, *, first_of_attempt: bool, agent_id: str = "") -> float:
+    """The one premium rule, applied per model call: the first call of a session attempt (the user
+    prompt) costs ``premium_requests(model)``; the calls the model makes on its own while it works
+    (tool turns, sub-agents) cost nothing. A retried attempt is a new prompt and costs again."""
+    if not first_of_attempt or agent_id:
+        return 0.0
+    return premium_requests(model)

@@ -1,7 +1,8 @@
 """The oracle (T8–T10): evidence Lopen collects itself, a prompt for a cheap model, its verdict.
 
-The model never supplies the evidence: the diff and changed files come from git since the
-scope's start commit, the test result from running the spec's `verify-tests` command.
+The model never supplies the evidence: the tree judged is the worktree's content as git writes it,
+the diff and changed files come from git between the scope's recorded base commit and that tree,
+the test result from running the spec's verify commands on it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from lopen.process import run
 from lopen.workflow.steps import Kind
 
 OUTPUT_TAIL = 4_000
@@ -41,11 +43,14 @@ class Finding(msgspec.Struct, frozen=True):
 
 
 class Verdict(msgspec.Struct, frozen=True):
+    """``raw`` is the oracle's answer when it could not be read as a verdict (kept for the record)."""
+
     passed: bool
     confidence: float
     summary: str
     findings: list[Finding] = []
     raw: str = ""
+    tree: str = ""  # the git tree judged (set by the Oracle from its evidence)
 
 
 class Evidence(msgspec.Struct, frozen=True):
@@ -59,25 +64,19 @@ class Evidence(msgspec.Struct, frozen=True):
     acceptance: list[str]
     commands: list[CommandResult]
     notes: str = ""
+    tree: str = ""  # the git tree judged
+    base: str = ""  # the scope's base commit the diff starts from
+    problems: list[str] = []  # what fails the verdict whatever the oracle says (e.g. the spec was edited)
 
 
 def run_command(name: str, command: str, root: Path, timeout: float = 900) -> CommandResult:
-    """Run a spec hook command in the project, with Lopen's Python first on PATH."""
+    """Run a spec hook command in ``root`` (the worktree), with Lopen's Python first on PATH; the
+    command never outlives Lopen and never reads the user's terminal."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     started = time.monotonic()
     try:
-        done = subprocess.run(
-            command,
-            shell=True,
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-            stdin=subprocess.DEVNULL,  # never the user's terminal: Lopen may be asking a question on it
-        )
+        done = run(command, root, shell=True, timeout=timeout, env=env)
         output, code = (done.stdout + done.stderr), done.returncode
     except subprocess.TimeoutExpired as exc:
         output, code = f"timed out after {timeout:.0f} s: {exc}", 124
@@ -115,26 +114,49 @@ def prompt(evidence: Evidence, step: int = 6) -> str:
 SYSTEM = "You review code changes for Lopen. You have no tools. Reply with exactly one JSON object."
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+# The seeds' verdict shape says "confidence": "high" | "medium" | "low"; Lopen's prompt asks for 0.0-1.0.
+CONFIDENCE_WORDS = {"high": 0.9, "medium": 0.6, "low": 0.3}
+
+
+def _confidence(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return min(max(float(value), 0.0), 1.0)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in CONFIDENCE_WORDS:
+            return CONFIDENCE_WORDS[word]
+        try:
+            return min(max(float(word.rstrip("%")) / (100 if word.endswith("%") else 1), 0.0), 1.0)
+        except ValueError:
+            return None
+    return None
 
 
 def parse_verdict(text: str) -> Verdict:
-    """Read the oracle's JSON verdict; fenced or surrounded by prose is fine, anything else fails."""
+    """Read the oracle's JSON verdict; fenced or surrounded by prose is fine, ``confidence`` may be a
+    number or high/medium/low. Anything else is a failed verdict that keeps the raw answer."""
     for candidate in _candidates(text):
         try:
             data = json.loads(candidate)
         except json.JSONDecodeError:
             continue
-        if isinstance(data, dict) and "passed" in data:
-            try:
-                verdict = msgspec.convert(
-                    {k: data[k] for k in ("passed", "confidence", "summary", "findings") if k in data}
-                    | {"confidence": data.get("confidence", 0.0), "summary": data.get("summary", "")},
-                    type=Verdict,
-                    strict=False,
-                )
-            except msgspec.ValidationError:
-                continue
-            return msgspec.structs.replace(verdict, raw=text)
+        if not (isinstance(data, dict) and isinstance(data.get("passed"), bool)):
+            continue
+        confidence = _confidence(data.get("confidence", 0.0))
+        if confidence is None:
+            continue
+        try:
+            findings = msgspec.convert(data.get("findings") or [], type=list[Finding], strict=False)
+        except msgspec.ValidationError:
+            findings = []
+        return Verdict(
+            passed=data["passed"],
+            confidence=confidence,
+            summary=str(data.get("summary", "")),
+            findings=findings,
+        )
     return Verdict(passed=False, confidence=0.0, summary="the oracle's answer was not a JSON verdict", raw=text)
 
 

@@ -1,23 +1,22 @@
 """`lopen revert` (G3): put a module's branch back to a task-completion commit.
 
-The module's latest session says which commits completed which tasks (`CommitRecorded` with a
-`task_id`); the repository says which of them are still on `lopen/<module>`. The default target is
-the last of those still on the branch; `to_task` picks the commit that completed that task instead.
+The module's history (the one fold) says which commits completed which tasks; the repository says
+which of them are still on `lopen/<module>`. The default target is the last of those still on the
+branch; `to_task` picks the commit that completed that task instead.
 
 With the module's run lock held (a running `lopen run` and a revert never interleave), and only on
-a clean work tree with the branch checked out, it runs `git reset --hard <target>` and appends to
-the session's stream:
+a clean worktree, it resets the module's worktree — and so the branch — to the target and records,
+in the module's history (with the latest session's id, so that session's story shows it):
 
 - `Reverted(from_sha, to_sha, reason)`;
 - `TaskReopened` for every task recorded complete whose completion commit is no longer on the
-  branch (the same rule the Assessor applies on resume);
-- `CorrectiveInstructionIssued(category="revert")` saying what was rolled back, which the run folds
-  into the notes of its next invocation's prompt;
-- `SessionPaused` when the session had ended (completed or failed) and tasks were re-opened, so
-  that `lopen run <module>` resumes that session and its plan instead of starting a new one.
+  branch;
+- `CorrectiveInstructionIssued(category="revert")` saying what was rolled back, which the next
+  invocation's prompt carries.
 
-Refusals are `LopenError`s (exit 1) and record nothing. When the target already is HEAD there is
-nothing to revert: the result has ``changed=False``, nothing is recorded, and the CLI exits 0.
+The user's own checkout is never touched. Refusals are `LopenError`s (exit 1) and record nothing.
+When the target already is the tip there is nothing to revert: the result has ``changed=False``,
+nothing is recorded, and the CLI exits 0.
 """
 
 from __future__ import annotations
@@ -27,19 +26,18 @@ from pathlib import Path
 import msgspec
 
 from events import catalogue as ev
+from events.journal import Journal
 from events.locks import module_lock
-from events.recorded import session_stream
 from events.store import EventStore
 from lopen.errors import LopenError
-from lopen.git import Repository
-from lopen.workflow.state import RunState
+from lopen.git import Repository, Worktree
 
 CATEGORY = "revert"
 _MAX_LISTED = 20
 
 
 class TaskCommit(msgspec.Struct, frozen=True):
-    """A commit the session recorded as completing a task."""
+    """A commit the module's history records as completing a task."""
 
     task_id: str
     sha: str
@@ -57,7 +55,6 @@ class RevertResult(msgspec.Struct, frozen=True, kw_only=True):
     discarded: tuple[tuple[str, str], ...] = ()  # (sha, subject) of the commits rolled back, newest first
     reopened: tuple[str, ...] = ()  # task ids, in plan order
     instruction: str = ""
-    paused: bool = False  # the ended session was marked paused so `lopen run` resumes it
 
 
 def short(sha: str) -> str:
@@ -65,11 +62,11 @@ def short(sha: str) -> str:
 
 
 def revert_module(
-    root: Path, module: str, store: EventStore, *, to_task: str | None = None, repo: Repository | None = None
+    root: Path, module: str, store: EventStore, project: str, worktree: Worktree, *, to_task: str | None = None
 ) -> RevertResult:
     """Reset `lopen/<module>` to a task-completion commit and record it; see the module docstring."""
-    repo = repo or Repository(root)
-    branch = f"lopen/{module}"
+    branch = worktree.branch
+    repo = Repository(root)
     if not repo.is_repository():
         raise LopenError(
             f"{root} is not a git repository",
@@ -77,97 +74,82 @@ def revert_module(
             f"run `lopen run {module}` in a git repository first",
         )
     with module_lock(root, module):
-        projections = store.projections
-        projections.catch_up()
-        session = projections.sessions.latest(module)
-        if session is None:
+        journal = Journal(store, project, module)
+        state = journal.snapshot()
+        session = state.last_session() or ""
+        commits = [TaskCommit(task_id=t.id, sha=t.commit) for t in state.ordered_tasks() if t.commit]
+        if not state.sessions:
             raise _no_task_commit(module, f"module {module} has no session in the event store")
-        stream = session_stream(session.id)
-        state = RunState(module)
-        commits: list[TaskCommit] = []
-        for recorded in store.read_stream(stream):
-            state.apply(recorded.event)
-            event = recorded.event
-            if isinstance(event, ev.CommitRecorded) and event.task_id:
-                commits.append(TaskCommit(task_id=event.task_id, sha=event.sha, message=event.message))
         if not commits:
-            raise _no_task_commit(module, f"its latest session, {session.id}, recorded no task-completion commit")
-
-        _require_branch(repo, module, branch)
-        ref = f"refs/heads/{branch}"
-        on_branch = [c for c in commits if repo.is_ancestor(c.sha, ref)]
+            raise _no_task_commit(module, "its history records no task-completion commit still standing")
+        if not repo.branch_exists(branch):
+            raise LopenError(
+                f"there is no branch {branch}",
+                f"Lopen commits the tasks of {module} on {branch}; this repository has no such branch",
+                f"run `lopen run {module}`, or check out the repository Lopen worked in",
+            )
+        worktree.ensure()
+        tip = worktree.tip()
+        on_branch = [c for c in commits if repo.is_ancestor(c.sha, tip)]
         if not on_branch:
             raise LopenError(
                 f"no task-completion commit of {module} is on {branch} any more",
-                f"none of the {len(commits)} commits session {session.id} recorded for a task is an ancestor "
-                f"of {branch} (the branch was reset or rewritten)",
+                f"none of the {len(commits)} commits recorded for a task is an ancestor of {branch} "
+                "(the branch was reset or rewritten)",
                 f"check `git log {branch}`; `lopen run {module}` re-opens the lost tasks and commits them again",
             )
-        target = _target(on_branch, commits, to_task, module, branch)
+        target = _target(on_branch, to_task, module, branch)
 
-        dirty = repo.dirty_files()
+        dirty = worktree.dirty_files()
         if dirty:
             listed = ", ".join(dirty[:_MAX_LISTED]) + (
                 f" and {len(dirty) - _MAX_LISTED} more" if len(dirty) > _MAX_LISTED else ""
             )
             raise LopenError(
-                f"the work tree has uncommitted changes: {listed}",
-                "`git reset --hard` would destroy them; revert only runs on a clean work tree",
-                "commit them, or put them aside with `git stash` (`git stash -u` for untracked files), "
-                f"then run `lopen revert {module}` again",
+                f"the module's worktree {worktree.path} has uncommitted changes: {listed}",
+                "resetting it would destroy them; revert only runs on a clean worktree",
+                f"look at them (`git -C {worktree.path} status`), keep what you want elsewhere, "
+                f"then `git -C {worktree.path} stash -u` and run `lopen revert {module}` again",
             )
-
-        head = repo.head() or ""
-        if head == target.sha:
+        if tip == target.sha:
             return RevertResult(
                 module=module,
-                session_id=session.id,
+                session_id=session,
                 branch=branch,
-                from_sha=head,
+                from_sha=tip,
                 to_sha=target.sha,
                 target=target,
                 changed=False,
             )
 
-        discarded = tuple(repo.commits_between(target.sha, head))
-        repo.reset_hard(target.sha)
+        discarded = tuple(repo.commits_between(target.sha, tip))
+        worktree.reset_to(target.sha)
 
-        reopened = [
-            task
-            for task in state.tasks.values()
-            if task.state == "complete" and task.commit and not repo.is_ancestor(task.commit, target.sha)
-        ]
+        reopened = [t for t in state.ordered_tasks() if t.commit and not repo.is_ancestor(t.commit, target.sha)]
         reason = f"lopen revert: back to the commit that completed {target.task_id}"
-        instruction = _instruction(
-            module, branch, head, target, discarded, [(t.spec.id, t.spec.name) for t in reopened]
-        )
-        events: list[ev.Event] = [ev.Reverted(from_sha=head, to_sha=target.sha, reason=reason)]
+        instruction = _instruction(module, branch, tip, target, discarded, [(t.id, t.name) for t in reopened])
+        events: list[ev.Event] = [ev.Reverted(from_sha=tip, to_sha=target.sha, reason=reason, session_id=session)]
         events += [
-            ev.TaskReopened(task_id=t.spec.id, reason=f"lopen revert: its commit {short(t.commit)} was rolled back")
+            ev.TaskReopened(
+                task_id=t.id, reason=f"lopen revert: its commit {short(t.commit)} was rolled back", session_id=session
+            )
             for t in reopened
         ]
-        events.append(ev.CorrectiveInstructionIssued(invocation_id="", category=CATEGORY, instruction=instruction))
-        paused = bool(reopened) and session.status in ("completed", "failed")
-        if paused:
-            events.append(
-                ev.SessionPaused(
-                    reason=f"lopen revert re-opened {len(reopened)} task(s); `lopen run {module}` continues",
-                    error_kind=CATEGORY,
-                )
-            )
-        store.append(stream, events)  # the lock keeps runs out; a concurrent `session delete` may append too
+        events.append(
+            ev.CorrectiveInstructionIssued(category=CATEGORY, instruction=instruction, session_id=session)
+        )
+        journal.record(*events)
         return RevertResult(
             module=module,
-            session_id=session.id,
+            session_id=session,
             branch=branch,
-            from_sha=head,
+            from_sha=tip,
             to_sha=target.sha,
             target=target,
             changed=True,
             discarded=discarded,
-            reopened=tuple(t.spec.id for t in reopened),
+            reopened=tuple(t.id for t in reopened),
             instruction=instruction,
-            paused=paused,
         )
 
 
@@ -180,38 +162,15 @@ def _no_task_commit(module: str, why: str) -> LopenError:
     )
 
 
-def _require_branch(repo: Repository, module: str, branch: str) -> None:
-    if not repo.branch_exists(branch):
-        raise LopenError(
-            f"there is no branch {branch}",
-            f"Lopen commits the tasks of {module} on {branch}; this repository has no such branch",
-            f"run `lopen run {module}`, or check out the repository Lopen worked in",
-        )
-    current = repo.current_branch()
-    if current != branch:
-        raise LopenError(
-            f"{branch} is not checked out (HEAD is on {current or 'no branch'})",
-            "revert resets the checked-out branch and the work tree with it",
-            f"`git checkout {branch}`, then run `lopen revert {module}` again",
-        )
-
-
-def _target(
-    on_branch: list[TaskCommit], commits: list[TaskCommit], to_task: str | None, module: str, branch: str
-) -> TaskCommit:
+def _target(on_branch: list[TaskCommit], to_task: str | None, module: str, branch: str) -> TaskCommit:
     if not to_task:
         return on_branch[-1]
     for commit in reversed(on_branch):
         if commit.task_id == to_task:
             return commit
     known = list(dict.fromkeys(c.task_id for c in on_branch))
-    lost = [c for c in commits if c.task_id == to_task]
-    if lost:
-        what = f"the commit that completed {to_task} ({short(lost[-1].sha)}) is no longer on {branch}"
-        why = "it was rolled back earlier (or the branch was rewritten); a revert only goes back along the branch"
-    else:
-        what = f"no task-completion commit for {to_task!r}"
-        why = f"the latest session of {module} recorded none for that task"
+    what = f"no task-completion commit for {to_task!r} on {branch}"
+    why = f"{module}'s history records none for that task still standing (not done yet, or rolled back earlier)"
     raise LopenError(
         what,
         why,

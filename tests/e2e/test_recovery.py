@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 import pytest
+from lopen.workflow.demo import MAIN_MODEL, MODULE, ORACLE_MODEL, PLAYBOOK, demo_settings, prepare_project
+from lopen.workflow.engine import run_module
 
 from events import catalogue as ev
 from events.recorded import session_stream
@@ -38,8 +40,6 @@ from lopen.scripted_model import (
     load_playbook,
 )
 from lopen.workflow.approval import approve_spec
-from lopen.workflow.demo import MAIN_MODEL, MODULE, ORACLE_MODEL, PLAYBOOK, demo_settings, prepare_project
-from lopen.workflow.engine import run_module
 
 pytestmark = pytest.mark.e2e
 

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from lopen.workflow.demo import PLAYBOOK, prepare_project, run_demo
 
 from events import catalogue as ev
 from events.recorded import session_stream
 from events.store import EventStore
 from lopen.scripted_model import ScriptedModelServer, load_playbook
-from lopen.workflow.demo import PLAYBOOK, prepare_project, run_demo
 
 pytestmark = pytest.mark.e2e
 FALSE_CLAIM = Path(__file__).parents[1] / "playbooks" / "slugify_false_claim.toml"

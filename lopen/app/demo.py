@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lopen
-from events.store import EventStore
+from lopen.app.engine import run_module
 from lopen.config import load_settings
+from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook
 from lopen.workflow.approval import approve_spec
-from lopen.workflow.engine import run_module
 
 PACKAGE = Path(lopen.__file__).parent
 EXAMPLE = PACKAGE / "examples" / "slugify"
@@ -26,7 +26,8 @@ MAIN_MODEL, ORACLE_MODEL = "scripted-opus", "scripted-mini"
 
 
 def prepare_project(target: Path) -> Path:
-    """Copy the example into ``target`` and make it a git repository with one commit."""
+    """Copy the example into ``target`` and make it a git repository with one commit, with a git identity
+    of its own (the demo works on a machine where git has none: a fresh container, an empty HOME)."""
     target.mkdir(parents=True, exist_ok=True)
     if any(target.iterdir()):
         raise lopen.errors.LopenError(
@@ -35,20 +36,13 @@ def prepare_project(target: Path) -> Path:
             "pass an empty or new folder to --dir, or leave --dir out",
         )
     shutil.copytree(EXAMPLE, target, dirs_exist_ok=True)
-    (target / ".gitignore").write_text(".lopen/\n__pycache__/\n.pytest_cache/\n")
+    (target / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
     for args in (
         ["init", "-q", "-b", "main"],
+        ["config", "user.name", "Lopen Demo"],
+        ["config", "user.email", "demo@lopen.invalid"],
         ["add", "-A"],
-        [
-            "-c",
-            "user.name=Lopen Demo",
-            "-c",
-            "user.email=demo@lopen.invalid",
-            "commit",
-            "-q",
-            "-m",
-            "chore: the example project",
-        ],
+        ["commit", "-q", "-m", "chore: the example project"],
     ):
         subprocess.run(["git", *args], cwd=target, check=True, capture_output=True)
     return target
@@ -83,22 +77,28 @@ def run_demo(
     say("the event store are real.")
     with server or ScriptedModelServer(load_playbook(playbook)) as server:
         settings = demo_settings(root, server.url)
-        with EventStore.open(root, settings.store.url) as store:
-            approve_spec(root, MODULE, store)
+        store, project = open_store(root, settings.store.url, settings.project.id)
+        with store:
+            approve_spec(root, MODULE, store, project)
         say(f"✓ approved docs/requirements/{MODULE}/SPECIFICATION.md")
         code, session_id, detail = run_module(root, MODULE, settings, say, no_resume=True)
     say(("✓ " if code == 0 else "✗ ") + detail)
     log = subprocess.run(
         ["git", "log", "--format=%h %s", f"main..lopen/{MODULE}"], cwd=root, capture_output=True, text=True, check=False
     ).stdout.strip()
-    say("commits on lopen/slugify:\n" + "\n".join(f"  {line}" for line in log.splitlines()))
-    with EventStore.open(root, settings.store.url) as store:
+    say(f"commits on lopen/{MODULE}:\n" + "\n".join(f"  {line}" for line in log.splitlines()))
+    say(
+        f"the module was built in its own worktree, {root / settings.git.worktree_dir / MODULE}; your checkout is "
+        f"untouched. Look at it with `git log -p main..lopen/{MODULE}`, take it with `git merge lopen/{MODULE}`"
+    )
+    store, _ = open_store(root, settings.store.url, settings.project.id)
+    with store:
         store.projections.catch_up()
         totals = store.projections.tokens.session(session_id)
     if totals is not None:
         say(
             f"tokens: {totals.input} in, {totals.output} out, {totals.premium:g} premium requests, "
-            f"{totals.invocations} invocations"
+            f"{totals.invocations} invocations (and {totals.oracle_invocations} oracle verifications)"
         )
     say(f"session {session_id} — tell its story with: cd {root} && lopen replay {session_id}")
     return code

@@ -1,0 +1,289 @@
+"""A module run, composed: what `lopen run` calls.
+
+``run_module`` finds the Copilot CLI, opens the project's store and the module's journal (the one
+fold of its history), holds the module's run lock, and checks — before any session or model call —
+that the spec is approved and unchanged since. A module that is complete stays complete: the run
+says so and exits 0 (``replan=True`` asks for a new plan into the same history). Otherwise it
+resumes the unfinished session or opens a new one, starts the gateway (one Copilot CLI), makes the
+module's worktree, starts the actors, lets the Conductor loop, and always stops them and the CLI.
+Ctrl+C and SIGTERM stop it cleanly (``lopen.app.interrupt``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import pykka
+
+from actors.conductor import ConductorActor, Interrupt
+from actors.messages import RunResult, VerifyRequest
+from events import catalogue as ev
+from events.journal import Journal
+from events.locks import module_lock
+from events.store import EventStore
+from lopen import __version__
+from lopen.app.interrupt import stopping_on_signals
+from lopen.config import Settings
+from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
+from lopen.copilot.locate import find_cli
+from lopen.copilot.results import StreamEvent
+from lopen.documents.paths import spec_path
+from lopen.errors import InterventionRequired, LopenError
+from lopen.git import Worktree, who
+from lopen.project import ensure_lopen_dir, open_store
+from lopen.workflow.evidence import EvidenceCollector
+from lopen.workflow.invoke import Invoker
+from lopen.workflow.oracle import Verdict
+from lopen.workflow.renderer import renderer
+from lopen.workflow.spec_watch import SpecWatcher
+from lopen.workflow.toolbox import Toolbox
+
+STOP_TIMEOUT = 3.0  # seconds the actors and the CLI get to stop
+
+
+def gateway_config(settings: Settings, root: Path) -> GatewayConfig:
+    """With a BYOK provider the CLI keeps its state under `.lopen/copilot/`: no GitHub login is needed."""
+    provider = settings.provider
+    return GatewayConfig(
+        cli_path=find_cli(settings.copilot.cli_path).path,
+        default_model=settings.models.building,
+        provider=ProviderConfig(
+            type=provider.type or "openai",
+            base_url=provider.base_url,
+            api_key=provider.api_key,
+            wire_api=provider.wire_api,
+        )
+        if provider.base_url
+        else None,
+        retry_attempts=settings.copilot.retry_attempts,
+        retry_base_delay=settings.copilot.retry_base_delay,
+        retry_max_delay=settings.copilot.retry_max_delay,
+        copilot_home=str(root / ".lopen" / "copilot") if provider.base_url else "",
+    )
+
+
+def worktree_for(root: Path, module: str, settings: Settings) -> Worktree:
+    return Worktree(root, (root / settings.git.worktree_dir / module).resolve(), f"lopen/{module}")
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_spec(journal: Journal, watcher: SpecWatcher) -> None:
+    """The human gate before any session: approved, and unchanged since (exit 2 otherwise)."""
+    state = journal.snapshot()
+    module = journal.module
+    if state.approval is None:
+        raise InterventionRequired(
+            f"the specification of {module} is not approved",
+            "Lopen plans and builds only from a specification a person has approved (the human gate)",
+            f"review docs/requirements/{module}/SPECIFICATION.md, then run `lopen spec approve {module}`",
+        )
+    status = watcher.check(state)
+    if status.unapproved:
+        raise InterventionRequired(
+            f"the specification of {module} changed since it was approved ({', '.join(status.unapproved)})",
+            "a run builds only from the approved specification; an edit is adopted when a person approves it",
+            f"review the change, then `lopen spec approve {module}` and run again (Lopen re-plans what it needs)",
+        )
+
+
+def completed(journal: Journal, worktree: Worktree) -> str:
+    """What to say about a module that is already complete."""
+    state = journal.snapshot()
+    commits = [t.commit for t in state.ordered_tasks() if t.commit]
+    last = state.last_session() or "-"
+    noun = "commit" if len(commits) == 1 else "commits"
+    return (
+        f"module {journal.module} is complete (session {last}; {len(commits)} task {noun} on {worktree.branch}, "
+        f"last {state.tip[:8]}); nothing to do. See it with `git log {worktree.branch}`; "
+        f"`lopen run {journal.module} --replan` plans it again"
+    )
+
+
+def open_session(
+    journal: Journal, settings: Settings, *, resume: str | None, no_resume: bool, protection: str, worktree: Path
+) -> str:
+    state = journal.snapshot()
+    previous = resume or (None if no_resume or not settings.session.auto_resume else state.unfinished_session())
+    if previous:
+        node = state.sessions.get(previous)
+        if node is None or node.status == "deleted":
+            raise LopenError(
+                f"no session {previous} of module {journal.module}",
+                "it is not in this project's history" if node is None else "it was deleted",
+                "see `lopen session list`",
+            )
+        journal.resume_session(previous, "lopen run")
+        return previous
+    models = {
+        "building": settings.models.building,
+        "planning": settings.models.planning,
+        "oracle": settings.models.oracle,
+    }
+    return journal.open_session(
+        ev.SessionStarted(
+            lopen_version=__version__,
+            models=models,
+            config_digest=settings.digest(),
+            protection=protection,
+            worktree=str(worktree),
+            worker=worker_name(),
+        )
+    )
+
+
+def run_module(
+    root: Path,
+    module: str,
+    settings: Settings,
+    say: Callable[[str], None],
+    *,
+    resume: str | None = None,
+    no_resume: bool = False,
+    replan: bool = False,
+    stop_before: str = "",
+    message: str | None = None,
+    ask: Callable[[str], bool] | None = None,
+    interrupt: Interrupt | None = None,
+    watch: Callable[[str, StreamEvent], None] | None = None,
+) -> tuple[int, str, str]:
+    """Run the workflow for ``module``; returns (exit code, session id, detail)."""
+    if not settings.git.enabled:
+        raise LopenError(
+            "git.enabled is false, but Lopen builds every module in a git worktree",
+            "each verified task is committed on lopen/<module>; there is no way to work without git",
+            "set it back: `lopen config set git.enabled true`",
+        )
+    config = gateway_config(settings, root)  # the CLI is found before anything is recorded
+    ensure_lopen_dir(root)
+    store, project = open_store(root, settings.store.url, settings.project.id)
+    try:
+        with module_lock(root, module):
+            journal = Journal(store, project, module)
+            watcher = SpecWatcher(root, module)
+            check_spec(journal, watcher)
+            worktree = worktree_for(root, module, settings)
+            if replan:
+                journal.record(ev.ReplanRequested(step=2, reason="lopen run --replan", requested_by=who(root)))
+            elif journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
+                return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
+            interrupt = interrupt or Interrupt()
+            gateway = Gateway(config).start()
+            try:
+                session_id = open_session(
+                    journal, settings, resume=resume, no_resume=no_resume, protection="policy", worktree=worktree.path
+                )
+                say(f"session {session_id}")
+                subscription = store.subscribe(renderer(say, journal.stream))
+                try:
+                    if message:
+                        queued = ev.UserMessageQueued(message_id=f"msg-{journal.version + 1}", text=message)
+                        journal.record(queued)
+                    with stopping_on_signals(interrupt, gateway.abort, say, gateway.kill):
+                        parts = Parts(root, module, settings, store, project, journal, watcher, worktree, gateway)
+                        result = _run(parts, say, stop_before, ask, interrupt, watch)
+                finally:
+                    subscription.cancel()
+            finally:
+                gateway.close(STOP_TIMEOUT if interrupt else 15)
+            return result.exit_code, session_id, result.detail
+    finally:
+        store.close()
+
+
+class Parts(NamedTuple):
+    """What a run is made of, before its actors start."""
+
+    root: Path
+    module: str
+    settings: Settings
+    store: EventStore
+    project: str
+    journal: Journal
+    watcher: SpecWatcher
+    worktree: Worktree
+    gateway: Gateway
+
+
+def _run(
+    parts: Parts,
+    say: Callable[[str], None],
+    stop_before: str,
+    ask: Callable[[str], bool] | None,
+    interrupt: Interrupt,
+    watch: Callable[[str, StreamEvent], None] | None,
+) -> RunResult:
+    from actors.assessor import AssessorActor
+    from actors.git import GitActor
+    from actors.guardrail import GuardrailActor
+    from actors.metrics import MetricsActor
+    from actors.oracle import OracleActor
+    from actors.planner import PlannerActor
+    from actors.task_runner import TaskRunnerActor
+
+    root, module, settings, store, project, journal, watcher, worktree, gateway = parts
+    started: list[pykka.ActorRef] = []
+
+    def start(cls: type[pykka.ThreadingActor], *args: object, **kwargs: object) -> pykka.ActorProxy:
+        ref = cls.start(*args, **kwargs)
+        started.append(ref)
+        return ref.proxy()
+
+    try:
+        git = start(GitActor, journal, worktree, store, auto_commit=settings.git.auto_commit)
+        spec = spec_path(root, module)
+        git.ensure((spec.relative_to(root).as_posix(), spec.read_bytes())).get()
+        collector = EvidenceCollector(journal, worktree, watcher, root, timeout=settings.copilot.invocation_timeout)
+        oracle_ref: list[pykka.ActorProxy] = []
+
+        def verify(scope: str, target: str, notes: str, invocation_id: str) -> Verdict:
+            request = VerifyRequest(scope=scope, target=target, notes=notes, invocation_id=invocation_id)
+            return oracle_ref[0].verify(request).get()
+
+        def tools_for(invocation_id: str, step: int, component: str, task: str) -> Toolbox:
+            return Toolbox(
+                journal,
+                invocation_id=invocation_id,
+                step=step,
+                component=component,
+                task=task,
+                documents_root=worktree.path,
+                verifier=verify,
+                tree=worktree.tree,
+                untested=collector.untested,
+            )
+
+        invoker = Invoker(journal, gateway.invoke, settings, worktree.path, tools_for, watch=watch)
+        oracle_ref.append(start(OracleActor, journal, collector, invoker))
+        metrics = start(MetricsActor, store, project, module)
+        conductor = start(
+            ConductorActor,
+            journal,
+            assessor=start(AssessorActor, journal, watcher, worktree),
+            guardrail=start(GuardrailActor, journal, settings, metrics, ask),
+            planner=start(PlannerActor, journal, invoker),
+            task_runner=start(TaskRunnerActor, journal, invoker, git),
+            say=say,
+            stop_before=stop_before,
+            interrupt=interrupt,
+        )
+        future = conductor.run_module()
+        while True:  # short waits: a signal handler runs between them
+            try:
+                return future.get(timeout=0.2)
+            except pykka.Timeout:
+                continue
+    finally:
+        for ref in reversed(started):
+            ref.stop(block=False)
+        for ref in started:
+            ref.actor_stopped.wait(STOP_TIMEOUT)
+
+
+__all__ = ["Interrupt", "run_module"]

@@ -1,0 +1,197 @@
+"""The worktree Lopen builds a module in (G5, G6).
+
+Each module is built in its own git worktree (``.lopen/worktrees/<module>`` by default) on the
+branch ``lopen/<module>``; the user's checkout, index and HEAD are never touched, and Lopen's
+folder is kept out of git through ``.git/info/exclude``.
+
+Commits are bound to verification: ``tree()`` writes the worktree's current content as a git tree
+(through a private index file: the worktree's own index is not touched) and returns its id; the
+oracle judges that tree, and ``commit(tree, parent, message)`` makes a commit of exactly that tree
+(``git commit-tree``) and moves the branch to it only if the branch is still at ``parent``
+(``git update-ref <new> <old>``) — whatever the model did to HEAD, the index or the files since.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from lopen.git.repository import GitError, Repository, git
+from lopen.process import run
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class Worktree:
+    def __init__(self, repo_root: Path, path: Path, branch: str) -> None:
+        self.repo_root = repo_root
+        self.path = path
+        self.branch = branch
+        self.ref = f"refs/heads/{branch}"
+
+    def _git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
+        return git(self.path, *args, check=check, env=env)
+
+    # -- making it ------------------------------------------------------------------------------
+
+    def ensure(self) -> tuple[bool, str]:
+        """Create the branch (from the user's HEAD) and the worktree when missing.
+
+        Returns ``(branch created, the branch's base commit)``.
+        """
+        repo = Repository(self.repo_root)
+        base = repo.head() or ""
+        created = not repo.branch_exists(self.branch)
+        elsewhere = None if created else repo.checked_out_at(self.branch)
+        if elsewhere is not None and elsewhere.resolve() != self.path.resolve():
+            raise GitError(
+                f"{self.branch} is checked out in {elsewhere}",
+                "Lopen builds the module in its own worktree and git allows a branch in one worktree only",
+                f"switch that checkout to another branch (`git -C {elsewhere} checkout -`), then run again",
+            )
+        if self._is_worktree():
+            return False, base
+        git(self.repo_root, "worktree", "prune")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if created:
+            git(self.repo_root, "worktree", "add", "-q", "-b", self.branch, str(self.path), base or "HEAD")
+        else:
+            git(self.repo_root, "worktree", "add", "-q", str(self.path), self.branch)
+        return created, base
+
+    def _is_worktree(self) -> bool:
+        if not (self.path / ".git").is_file():
+            return False
+        done = run(["git", "rev-parse", "--show-toplevel"], self.path)
+        return done.returncode == 0 and Path(done.stdout.strip()).resolve() == self.path.resolve()
+
+    # -- reading it -----------------------------------------------------------------------------
+
+    def tip(self) -> str:
+        return self._git("rev-parse", "--verify", "-q", self.ref, check=False)
+
+    def head_ref(self) -> str:
+        """What HEAD points at: ``refs/heads/<branch>``, or "" when detached."""
+        return self._git("symbolic-ref", "-q", "HEAD", check=False)
+
+    def tree(self) -> str:
+        """The id of a git tree holding the worktree's files as they are now (ignored files left out).
+
+        Built in a private index that starts from the branch tip, so files the branch tracks stay even
+        when a `.gitignore` matches them; the worktree's own index and HEAD are not touched.
+        """
+        fd, index = tempfile.mkstemp(prefix="lopen-index-")
+        os.close(fd)
+        os.unlink(index)  # git wants to create it
+        env = {**os.environ, "GIT_INDEX_FILE": index}
+        try:
+            tip = self.tip()
+            if tip:
+                self._git("read-tree", tip, env=env)
+            self._git("add", "-A", ".", env=env)
+            return self._git("write-tree", env=env)
+        finally:
+            for leftover in (index, f"{index}.lock"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+
+    def tree_of(self, commit: str) -> str:
+        return self._git("rev-parse", f"{commit}^{{tree}}")
+
+    def diff(self, base: str | None, tree: str, max_chars: int = 60_000) -> str:
+        text = self._git("diff", "--no-color", base or EMPTY_TREE, tree)
+        if len(text) > max_chars:
+            return text[:max_chars] + f"\n… diff cut at {max_chars} characters"
+        return text
+
+    def changed_files(self, base: str | None, tree: str) -> list[str]:
+        out = self._git("diff", "--name-only", base or EMPTY_TREE, tree)
+        return [line for line in out.splitlines() if line]
+
+    def dirty_files(self) -> list[str]:
+        """Changed, staged and untracked paths against the branch tip, as the model left them."""
+        out = self._git("status", "--porcelain=v1", "-z", "--untracked-files=all")
+        paths: list[str] = []
+        fields = out.split("\0")
+        skip = False
+        for field in fields:
+            if skip or not field:
+                skip = False
+                continue
+            status, path = field[:2], field[3:]
+            skip = status[0] in "RC"  # the original path of a rename/copy follows
+            paths.append(path)
+        return paths
+
+    # -- changing it ----------------------------------------------------------------------------
+
+    def commit(self, tree: str, parent: str, message: str) -> str:
+        """A commit of exactly ``tree`` on top of ``parent``; the branch moves to it only if it is
+        still at ``parent`` (else GitError). Returns the new commit's sha."""
+        args = ["commit-tree", tree, "-m", message]
+        if parent:
+            args[2:2] = ["-p", parent]
+        sha = self._git(*args)
+        self._git("update-ref", "-m", f"lopen: {message.splitlines()[0]}", self.ref, sha, parent or "")
+        return sha
+
+    def commit_file(self, relative: str, content: bytes, parent: str, message: str) -> str:
+        """Commit ``content`` at ``relative`` on top of ``parent`` (nothing else changes), move the branch
+        to it and put the file in the worktree; return the new commit's sha."""
+        fd, index = tempfile.mkstemp(prefix="lopen-index-")
+        os.close(fd)
+        os.unlink(index)
+        env = {**os.environ, "GIT_INDEX_FILE": index}
+        try:
+            if parent:
+                self._git("read-tree", parent, env=env)
+            blob = run(["git", "hash-object", "-w", "--stdin"], self.path, input=content.decode()).stdout.strip()
+            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{relative}", env=env)
+            tree = self._git("write-tree", env=env)
+        finally:
+            for leftover in (index, f"{index}.lock"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
+        sha = self.commit(tree, parent, message)
+        target = self.path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+        self._git("reset", "-q", "--", relative)
+        return sha
+
+    def show(self, commit: str, relative: str) -> bytes | None:
+        """The bytes of ``relative`` in ``commit``, or None when it has no such file."""
+        done = run(["git", "cat-file", "-e", f"{commit}:{relative}"], self.path)
+        if done.returncode != 0:
+            return None
+        return self._git_bytes("cat-file", "blob", f"{commit}:{relative}")
+
+    def _git_bytes(self, *args: str) -> bytes:
+        import subprocess
+
+        return subprocess.run(["git", *args], cwd=self.path, capture_output=True, check=True).stdout
+
+    def find_commit(self, tree: str, since: str, trailer: str) -> str | None:
+        """A commit on the branch after ``since`` with ``tree`` and a message containing ``trailer``: the
+        commit a run killed before it could record it made."""
+        out = self._git("log", "--format=%H %T%x00%B%x01", f"{since}..{self.ref}" if since else self.ref, check=False)
+        for entry in out.split("\x01"):
+            head, _, body = entry.strip().partition("\x00")
+            sha, _, commit_tree = head.partition(" ")
+            if commit_tree == tree and trailer in body:
+                return sha
+        return None
+
+    def move_branch(self, to: str) -> None:
+        """Put the branch back at ``to`` (a model that committed or reset it itself)."""
+        self._git("update-ref", "-m", "lopen: branch restored", self.ref, to)
+
+    def restore_head(self) -> None:
+        """Point the worktree's HEAD back at the branch (a model that checked out something else)."""
+        self._git("symbolic-ref", "HEAD", self.ref)
+
+    def reset_to(self, sha: str) -> None:
+        """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
+        self._git("reset", "-q", "--hard", sha)
+        self._git("clean", "-fdq")

@@ -1,0 +1,124 @@
+"""The evidence collector (T8–T10, B6): what the oracle judges, gathered by Lopen, never the model.
+
+For a scope (a task, a component, the module) it writes the worktree's content as a git tree (the
+tree a passing verdict binds the completion and the commit to), takes the diff and the changed
+files from the scope's recorded base commit (``ScopeStarted``) to that tree, the acceptance items
+(the task's, or the approved spec's criteria), and runs the spec's verify commands in the worktree.
+A verify command already run on the same tree is not run again: its recorded result is reused
+(``VerificationEvidenceRecorded(reused=True)``), so an unchanged tree runs the suite once across
+task, component and module verification.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from events import catalogue as ev
+from events.fold import ModuleState, evidence_key, scope_key
+from events.journal import Journal
+from lopen.documents import acceptance_criteria, load_spec, skills_and_hooks
+from lopen.git import Worktree
+from lopen.workflow.oracle import CommandResult, Evidence, run_command
+from lopen.workflow.spec_watch import SpecWatcher
+
+VERIFY_TESTS = "verify-tests"
+
+
+def hooks(root: Path, module: str) -> dict[str, str]:
+    """The approved spec's Skills & Hooks commands, by name (verify-tests, verify-lint, …)."""
+    _, doc = load_spec(root, module)
+    return {h.name: h.command for h in skills_and_hooks(doc) if h.command}
+
+
+def test_runner(command: str) -> str:
+    """The word that shows a bash command ran the tests: the module after ``-m``, else the first word
+    (``python -m pytest -q`` → ``pytest``, ``npm test`` → ``npm``)."""
+    words = command.split()
+    return words[words.index("-m") + 1] if "-m" in words[:-1] else words[0]
+
+
+class EvidenceCollector:
+    def __init__(
+        self, journal: Journal, worktree: Worktree, watcher: SpecWatcher, root: Path, timeout: float = 900
+    ) -> None:
+        self.journal = journal
+        self.worktree = worktree
+        self.watcher = watcher
+        self.root = root  # the user's checkout: the approved spec
+        self.module = journal.module
+        self.timeout = timeout
+
+    def untested(self, invocation_id: str) -> str:
+        """B4: the spec's test command when the invocation never ran it, else ""."""
+        command = hooks(self.root, self.module).get(VERIFY_TESTS)
+        if not command:
+            return ""
+        runner = test_runner(command)
+
+        def ran(state: ModuleState) -> bool:
+            opened = state.invocations.get(invocation_id)
+            return bool(opened and any(runner in c for c in opened.commands))
+
+        return "" if self.journal.read(ran) else command
+
+    def collect(self, scope: str, target: str, notes: str, invocation_id: str = "") -> Evidence:
+        state = self.journal.snapshot()
+        tree = self.worktree.tree()
+        spec_hooks = hooks(self.root, self.module)
+        if scope == "task":
+            task = state.tasks.get(target)
+            acceptance = list(task.acceptance) if task else []
+            component, task_id = (task.component if task else ""), target
+            commands = [(VERIFY_TESTS, spec_hooks[VERIFY_TESTS])] if VERIFY_TESTS in spec_hooks else []
+        else:
+            _, doc = load_spec(self.root, self.module)
+            acceptance = [f"[{c.id}] {c.text}" if c.id else c.text for c in acceptance_criteria(doc)]
+            component, task_id = (target if scope == "component" else ""), ""
+            commands = [
+                (name, command)
+                for name, command in spec_hooks.items()
+                if name.startswith("verify-") and name != "verify-commit"
+            ]
+        base = state.scopes.get(scope_key(scope, target)) or state.branch_base
+        results = [self._run(scope, target, name, command, tree, state, invocation_id) for name, command in commands]
+        edited = self.watcher.edited_in(self.worktree, tree, state)
+        return Evidence(
+            module=self.module,
+            scope=scope,
+            target=target,
+            component=component,
+            task=task_id,
+            diff=self.worktree.diff(base, tree),
+            changed_files=self.worktree.changed_files(base, tree),
+            acceptance=acceptance,
+            commands=results,
+            notes=notes,
+            tree=tree,
+            base=base,
+            problems=[edited] if edited else [],
+        )
+
+    def _run(
+        self, scope: str, target: str, name: str, command: str, tree: str, state: ModuleState, invocation_id: str
+    ) -> CommandResult:
+        known = state.evidence.get(evidence_key(tree, command))
+        if known is not None:
+            result = CommandResult(
+                name=name, command=command, exit_code=known.exit_code, output_tail=known.output_tail, duration=0.0
+            )
+        else:
+            result = run_command(name, command, self.worktree.path, timeout=self.timeout)
+        self.journal.record(
+            ev.VerificationEvidenceRecorded(
+                scope=scope,  # type: ignore[arg-type]
+                target=target,
+                command=command,
+                exit_code=result.exit_code,
+                output_tail=result.output_tail,
+                duration=result.duration,
+                tree=tree,
+                reused=known is not None,
+                invocation_id=invocation_id,
+            )
+        )
+        return result
