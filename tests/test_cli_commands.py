@@ -119,7 +119,7 @@ def test_config_set_then_show_with_sources(project: Path, clean_env: dict[str, s
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("✓ models.building = gpt-5 written to ")
     assert lopen("config", "set", "display.color", "never", "--global", env=clean_env, cwd=project).returncode == 0
-    assert (project / ".gitignore").read_text() == "*.pyc\n.lopen/\n"
+    assert (project / ".gitignore").read_text() == "*.pyc\n"  # the user's file is never touched
 
     env = {**clean_env, "LOPEN_MODELS__ORACLE": "env-mini", "LOPEN_PROVIDER__API_KEY": "sk-secret-value-987654321"}
     shown = lopen("config", "show", "--json", env=env, cwd=project / "src")

@@ -339,7 +339,7 @@ def test_digest_is_stable_and_tracks_non_secret_settings(env: dict[str, str]) ->
 # -- config set ------------------------------------------------------------------------------
 
 
-def test_set_writes_the_project_file_and_gitignore_once(root: Path, env: dict[str, str]) -> None:
+def test_set_writes_the_project_file_and_leaves_gitignore_alone(root: Path, env: dict[str, str]) -> None:
     (root / ".gitignore").write_text("node_modules", encoding="utf-8")
     path, value = set_value("models.building", "gpt-5", start=root / ".", env=env)
     assert path == project_config_path(root) and value == "gpt-5"
@@ -349,7 +349,7 @@ def test_set_writes_the_project_file_and_gitignore_once(root: Path, env: dict[st
         "models": {"building": "gpt-5", "fallback": ["a", "b"]},
         "budget": {"warning_threshold": 0.5},
     }
-    assert (root / ".gitignore").read_text() == "node_modules\n.lopen/\n"
+    assert (root / ".gitignore").read_text() == "node_modules"
     assert load_settings(root, None, env).models.fallback == ("a", "b")
 
 

@@ -1,7 +1,9 @@
-"""The project root and `.lopen/`: discovery from subfolders, the .gitignore entry, the docs reference."""
+"""The project root and `.lopen/`: discovery from subfolders, kept out of git through `.git/info/exclude`
+(never the user's `.gitignore`), the project id, the docs reference."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -56,27 +58,39 @@ def test_no_root_is_an_error_with_guidance(tmp_path: Path) -> None:
     assert find_root(tmp_path, required=False) is None
 
 
-@pytest.mark.parametrize(
-    ("before", "after"),
-    [
-        ("node_modules\n", "node_modules\n.lopen/\n"),
-        ("node_modules", "node_modules\n.lopen/\n"),
-        ("", ".lopen/\n"),
-        ("/.lopen\n*.pyc\n", "/.lopen\n*.pyc\n"),
-        ("  .lopen/  \n", "  .lopen/  \n"),
-    ],
-)
-def test_gitignore_gets_lopen_once(tmp_path: Path, before: str, after: str) -> None:
-    (tmp_path / ".gitignore").write_text(before, encoding="utf-8")
+def test_lopen_folder_is_kept_out_of_git_without_a_gitignore(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "app.py").write_text("print('hi')\n")
     assert ensure_lopen_dir(tmp_path) == tmp_path / ".lopen"
     ensure_lopen_dir(tmp_path)
-    assert (tmp_path / ".lopen").is_dir()
-    assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == after
-
-
-def test_no_gitignore_is_created(tmp_path: Path) -> None:
-    ensure_lopen_dir(tmp_path)
+    (tmp_path / ".lopen" / "store.sqlite").write_text("x")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout
+    assert status.splitlines() == ["?? app.py"]
     assert not (tmp_path / ".gitignore").exists()
+    exclude = (tmp_path / ".git" / "info" / "exclude").read_text()
+    assert exclude.count("/.lopen/") == 1  # once, however often it runs
+
+
+def test_a_users_gitignore_is_left_alone(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("node_modules", encoding="utf-8")
+    ensure_lopen_dir(tmp_path)
+    assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == "node_modules"
+
+
+def test_project_id_is_the_first_commit_and_is_recorded(tmp_path: Path) -> None:
+    from lopen.project import project_id
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    who = ["-c", "user.name=A", "-c", "user.email=a@b.c"]
+    subprocess.run(["git", *who, "commit", "-q", "--allow-empty", "-m", "first"], cwd=tmp_path, check=True)
+    first = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
+    subprocess.run(["git", *who, "commit", "-q", "--allow-empty", "-m", "second"], cwd=tmp_path, check=True)
+    assert project_id(tmp_path) == first[:12]
+    assert (tmp_path / ".lopen" / "project-id").read_text().strip() == first[:12]
+    assert project_id(tmp_path, "team-x") == "team-x"  # the project.id setting wins
 
 
 def test_configuration_reference_is_current() -> None:
