@@ -27,7 +27,7 @@ class AssessorActor(pykka.ThreadingActor):
         self.first = True
 
     def assess(self) -> Assessment | Stop:
-        self.journal.refresh()
+        self.journal.check_intact()  # the store deleted, replaced or rows removed under us: a critical error
         if self.first:
             self.first = False
             self._follow_branch()

@@ -61,7 +61,7 @@ class ConductorActor(pykka.ThreadingActor):
         self.task_runner = task_runner
         self.say = say
         self.stop_before = stop_before
-        self.interrupt = interrupt or Interrupt()
+        self.interrupt = interrupt if interrupt is not None else Interrupt()
         self.invocations = 0  # this run's (workflow.max_iterations counts them)
 
     def run_module(self) -> RunResult:

@@ -57,6 +57,10 @@ class EventRecorder(Protocol):
 
     def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]: ...
 
+    def stream_extent(self, stream_id: str) -> tuple[int, int]:
+        """(number of events, highest version) of one stream."""
+        ...
+
 
 class ViewRecorder(Protocol):
     """Projection rows and their tracking positions."""
@@ -193,6 +197,16 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             "WHERE originator_id=? AND originator_version>? ORDER BY originator_version LIMIT ?",
             (stream_id, after_version, limit),
         )
+
+    def stream_extent(self, stream_id: str) -> tuple[int, int]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT COUNT(*), COALESCE(MAX(originator_version), 0) FROM {self.events_table_name} "
+                "WHERE originator_id=?",
+                (stream_id,),
+            )
+            count, highest = c.fetchone()
+            return int(count), int(highest)
 
 
 class SQLiteViewRecorder(SQLiteTrackingRecorder):

@@ -93,3 +93,7 @@ class ModuleLocked(StoreError):
         )
         self.module = module
         self.pid = pid
+
+
+class StoreTampered(StoreError):
+    """The store changed under a running Lopen: its file deleted or replaced, or events missing."""

@@ -91,6 +91,15 @@ class PgEventRecorder(PostgresApplicationRecorder):
             (stream_id, after_version, limit),
         )
 
+    def stream_extent(self, stream_id: str) -> tuple[int, int]:
+        statement = SQL(
+            "SELECT COUNT(*) AS n, COALESCE(MAX(originator_version), 0) AS top FROM {0}.{1} WHERE originator_id = %s"
+        ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (stream_id,))
+            row = c.fetchone()
+            return int(row["n"]), int(row["top"])
+
 
 class PgViewRecorder(PostgresTrackingRecorder):
     def __init__(self, datastore: PostgresDatastore, *, tracking_table_name: str) -> None:

@@ -44,6 +44,7 @@ from events.errors import (
     ConcurrencyConflict,
     StoreCorrupted,
     StoreError,
+    StoreTampered,
     StoreUnavailable,
     StoreWriteError,
 )
@@ -68,6 +69,7 @@ class EventStore:
         self._append_lock = threading.Lock()
         self._bus = Bus(self.read_all)
         self._projections: Projections | None = None
+        self._identity = _file_identity(backend.path)
 
     @classmethod
     def open(cls, root: Path, url: str = "") -> EventStore:
@@ -163,6 +165,30 @@ class EventStore:
             if len(page) < size:
                 return
             after = page[-1][0]
+
+    def check_intact(self, stream_id: str | None = None, version: int | None = None) -> None:
+        """Raise ``StoreTampered`` when the store's file was deleted or replaced since it was opened, or
+        when ``stream_id`` does not hold exactly versions 1…``version`` (events deleted)."""
+        path = self.backend.path
+        if path is not None and _file_identity(path) != self._identity:
+            gone = not path.exists()
+            raise StoreTampered(
+                f"the event store {path} was {'deleted' if gone else 'replaced'} while Lopen was running",
+                "every event recorded so far lives in that file; whatever removed it was not Lopen",
+                "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file from "
+                f"{path.parent / 'corrupted'} or a backup if you have one",
+            )
+        if stream_id is None or version is None:
+            return
+        with self._errors("read"):
+            count, highest = self.backend.events.stream_extent(stream_id)
+        if (count, highest) != (version, version):
+            raise StoreTampered(
+                f"events of {stream_id} are missing from the event store {self.location}",
+                f"the stream holds {count} events up to version {highest}, but {version} were recorded "
+                "(rows were deleted or rewritten outside Lopen)",
+                "stop here: the audit trail was changed; compare the store with a backup before going on",
+            )
 
     def last_seq(self) -> int:
         with self._errors("read"):
@@ -281,6 +307,16 @@ class EventStore:
         except (PersistenceError, sqlite3.Error) as exc:
             error = _translate(exc, action, self.location, self.backend.path, self.backend)
             raise error from exc
+
+
+def _file_identity(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return stat.st_dev, stat.st_ino
 
 
 def _translate(

@@ -14,7 +14,9 @@ from pathlib import Path
 from events import catalogue as ev
 from events.journal import Journal
 from events.locks import module_lock
+from events.redaction import register_secrets
 from lopen.app.engine import gateway_config, open_session, worktree_for
+from lopen.auth import known_secrets
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway
 from lopen.documents.paths import spec_path
@@ -31,6 +33,7 @@ def draft_spec(
 ) -> tuple[int, str, str]:
     """Have the model draft ``docs/requirements/<module>/SPECIFICATION.md``; returns (exit code, session, detail)."""
     config = gateway_config(settings, root)
+    register_secrets(known_secrets(settings))
     ensure_lopen_dir(root)
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store, module_lock(root, module):

@@ -24,9 +24,11 @@ from actors.messages import RunResult, VerifyRequest
 from events import catalogue as ev
 from events.journal import Journal
 from events.locks import module_lock
+from events.redaction import register_secrets
 from events.store import EventStore
 from lopen import __version__
 from lopen.app.interrupt import stopping_on_signals
+from lopen.auth import known_secrets
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
 from lopen.copilot.locate import find_cli
@@ -161,6 +163,7 @@ def run_module(
             "set it back: `lopen config set git.enabled true`",
         )
     config = gateway_config(settings, root)  # the CLI is found before anything is recorded
+    register_secrets(known_secrets(settings))
     ensure_lopen_dir(root)
     store, project = open_store(root, settings.store.url, settings.project.id)
     try:
@@ -173,7 +176,7 @@ def run_module(
                 journal.record(ev.ReplanRequested(step=2, reason="lopen run --replan", requested_by=who(root)))
             elif journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
                 return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
-            interrupt = interrupt or Interrupt()
+            interrupt = interrupt if interrupt is not None else Interrupt()
             gateway = Gateway(config).start()
             try:
                 session_id = open_session(

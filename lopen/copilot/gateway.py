@@ -11,6 +11,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -83,6 +84,7 @@ class Gateway:
     # lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> Gateway:
+        quiet_sdk_logs()
         self._thread.start()
         try:
             self._run(self._start())
@@ -423,6 +425,17 @@ class _SessionRun:
             attempts=[],
             error=self.error,
         )
+
+
+def quiet_sdk_logs() -> None:
+    """The SDK logs its own errors (a request cut off by Ctrl+C, a CLI shutting down) with tracebacks on
+    stderr; what matters reaches the user as Lopen's own message. ``LOPEN_DEBUG=1`` (``--debug``) shows them."""
+    if os.environ.get("LOPEN_DEBUG"):
+        return
+    sdk = logging.getLogger("copilot")
+    if not any(isinstance(h, logging.NullHandler) for h in sdk.handlers):
+        sdk.addHandler(logging.NullHandler())
+    sdk.propagate = False
 
 
 def _interrupted(request: InvocationRequest) -> InvocationResult:

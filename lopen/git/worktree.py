@@ -111,7 +111,12 @@ class Worktree:
 
     def dirty_files(self) -> list[str]:
         """Changed, staged and untracked paths against the branch tip, as the model left them."""
-        out = self._git("status", "--porcelain=v1", "-z", "--untracked-files=all")
+        done = run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], self.path)
+        if done.returncode != 0:
+            raise GitError(
+                f"git status failed in {self.path}", done.stderr.strip(), "check the worktree with `git status`"
+            )
+        out = done.stdout  # not stripped: the first entry's status may start with a space (" M app.py")
         paths: list[str] = []
         fields = out.split("\0")
         skip = False
@@ -179,7 +184,7 @@ class Worktree:
         for entry in out.split("\x01"):
             head, _, body = entry.strip().partition("\x00")
             sha, _, commit_tree = head.partition(" ")
-            if commit_tree == tree and trailer in body:
+            if commit_tree == tree and trailer in (line.strip() for line in body.splitlines()):
                 return sha
         return None
 
