@@ -26,7 +26,7 @@ from typing import TypeVar
 import msgspec
 
 from events import catalogue as ev
-from events.errors import ConcurrencyConflict, StoreError
+from events.errors import ConcurrencyConflict, StoreError, StoreTampered
 from events.fold import _CHECKS, ModuleState
 from events.recorded import Recorded, module_stream, parse_session_id
 from events.store import EventStore
@@ -74,13 +74,28 @@ class Journal:
     # -- reading -------------------------------------------------------------------------------
 
     def refresh(self) -> list[Recorded]:
-        """Fold in what other writers appended since; return those events."""
+        """Fold in what other writers appended since; return those events. A gap in the stream's
+        versions (events deleted outside Lopen) is ``StoreTampered``, never silently skipped."""
         with self._lock:
             fresh = list(self.store.read_stream(self.stream, self._state.version))
             for rec in fresh:
+                if rec.version != self._state.version + 1:
+                    raise StoreTampered(
+                        f"events of {self.stream} are missing from the event store {self.store.location}",
+                        f"version {rec.version} follows version {self._state.version}: events were deleted "
+                        "outside Lopen",
+                        "stop here: the audit trail was changed; compare the store with a backup before going on",
+                    )
                 self._state.apply(rec.event, rec.seq)
                 self._state.version = rec.version
             return fresh
+
+    def check_intact(self) -> None:
+        """The store file is the one opened, and this stream holds exactly the events folded so far
+        (plus any another writer appended since): ``StoreTampered`` otherwise."""
+        with self._lock:
+            self.refresh()
+            self.store.check_intact(self.stream, self._state.version)
 
     def read(self, query: Callable[[ModuleState], T]) -> T:
         """Run ``query`` on the fold under the journal's lock (keep it short; copy what you keep)."""
@@ -117,6 +132,9 @@ class Journal:
                 except ConcurrencyConflict:
                     self.refresh()
                     continue
+                if any(type(e) is ev.SpecApproved for e in stamped):
+                    self.refresh()  # fold it as stored: an approval's fold keeps its seq, as the projection's does
+                    return
                 for event in stamped:
                     self._state.apply(event)
                 self._state.version = version
