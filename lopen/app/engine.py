@@ -69,7 +69,9 @@ def gateway_config(settings: Settings, root: Path) -> GatewayConfig:
 
 
 def worktree_for(root: Path, module: str, settings: Settings) -> Worktree:
-    return Worktree(root, (root / settings.git.worktree_dir / module).resolve(), f"lopen/{module}")
+    return Worktree(
+        root, (root / settings.git.worktree_dir / module).resolve(), f"lopen/{module}", ignore=settings.git.ignore
+    )
 
 
 def worker_name() -> str:
@@ -172,9 +174,7 @@ def run_module(
             watcher = SpecWatcher(root, module)
             check_spec(journal, watcher)
             worktree = worktree_for(root, module, settings)
-            if replan:
-                journal.record(ev.ReplanRequested(step=2, reason="lopen run --replan", requested_by=who(root)))
-            elif journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
+            if not replan and journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
                 return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
             interrupt = interrupt if interrupt is not None else Interrupt()
             gateway = Gateway(config).start()
@@ -185,6 +185,8 @@ def run_module(
                 say(f"session {session_id}")
                 subscription = store.subscribe(renderer(say, journal.stream))
                 try:
+                    if replan:
+                        journal.record(ev.ReplanRequested(step=2, reason="lopen run --replan", requested_by=who(root)))
                     if message:
                         queued = ev.UserMessageQueued(message_id=f"msg-{journal.version + 1}", text=message)
                         journal.record(queued)

@@ -84,6 +84,25 @@ class Git(_Section):
             allowed="a relative path without spaces",
         ),
     ] = ".lopen/worktrees"
+    ignore: Annotated[
+        tuple[str, ...],
+        _doc(
+            "Patterns (gitignore syntax) never part of a verified tree or a commit, on top of the project's own "
+            "ignore files: tool caches a test run writes."
+        ),
+    ] = (
+        "__pycache__/",
+        "*.py[cod]",
+        ".pytest_cache/",
+        ".mypy_cache/",
+        ".ruff_cache/",
+        ".hypothesis/",
+        ".tox/",
+        ".nox/",
+        ".coverage",
+        "node_modules/",
+        ".DS_Store",
+    )
     convention: Annotated[Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")] = (
         "conventional"
     )

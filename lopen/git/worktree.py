@@ -24,11 +24,17 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 class Worktree:
-    def __init__(self, repo_root: Path, path: Path, branch: str) -> None:
+    """``ignore``: patterns (gitignore syntax) kept out of every tree Lopen writes, on top of the
+    project's own ignore files — the caches a test run leaves (``__pycache__/``, ``.pytest_cache/``),
+    so that running the tests never changes the tree that was verified."""
+
+    def __init__(self, repo_root: Path, path: Path, branch: str, ignore: tuple[str, ...] = ()) -> None:
         self.repo_root = repo_root
         self.path = path
         self.branch = branch
         self.ref = f"refs/heads/{branch}"
+        self.ignore = ignore
+        self._excludes: str | None = None
 
     def _git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
         return git(self.path, *args, check=check, env=env)
@@ -89,12 +95,29 @@ class Worktree:
             tip = self.tip()
             if tip:
                 self._git("read-tree", tip, env=env)
-            self._git("add", "-A", ".", env=env)
+            self._git("-c", f"core.excludesFile={self._excludes_file()}", "add", "-A", ".", env=env)
             return self._git("write-tree", env=env)
         finally:
             for leftover in (index, f"{index}.lock"):
                 if os.path.exists(leftover):
                     os.unlink(leftover)
+
+    def _excludes_file(self) -> str:
+        """The user's global excludes file (git's ``core.excludesFile``) plus ``ignore``, as one file."""
+        if self._excludes is None:
+            configured = git(self.path, "config", "--path", "core.excludesFile", check=False)
+            home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+            user = Path(configured) if configured else home / "git" / "ignore"
+            try:
+                text = user.read_text(encoding="utf-8") if user.is_file() else ""
+            except OSError:
+                text = ""
+            path = self.repo_root / ".lopen" / "git-excludes"  # Lopen's folder: out of the model's reach
+            path.parent.mkdir(parents=True, exist_ok=True)
+            separator = "\n" if text and not text.endswith("\n") else ""
+            path.write_text(text + separator + "\n".join(self.ignore) + "\n", encoding="utf-8")
+            self._excludes = str(path)
+        return self._excludes
 
     def tree_of(self, commit: str) -> str:
         return self._git("rev-parse", f"{commit}^{{tree}}")

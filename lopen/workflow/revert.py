@@ -123,6 +123,8 @@ def revert_module(
             )
 
         discarded = tuple(repo.commits_between(target.sha, tip))
+        if worktree.head_ref() != worktree.ref:  # a model left HEAD elsewhere: the reset must move the branch
+            worktree.restore_head()
         worktree.reset_to(target.sha)
 
         reopened = [t for t in state.ordered_tasks() if t.commit and not repo.is_ancestor(t.commit, target.sha)]

@@ -47,6 +47,7 @@ __all__ = [
     "about",
     "alive",
     "approve",
+    "approve_module",
     "approved_project",
     "descendants",
     "git",
@@ -56,6 +57,7 @@ __all__ = [
     "rule",
     "run_here",
     "story",
+    "story_of",
     "system",
     "tokens_of",
     "turn",
@@ -126,9 +128,13 @@ def approved_project(tmp_path: Path) -> Path:
 
 
 def approve(root: Path) -> None:
+    approve_module(root, MODULE)
+
+
+def approve_module(root: Path, module: str) -> None:
     store, project = open_store(root)
     with store:
-        approve_spec(root, MODULE, store, project)
+        approve_spec(root, module, store, project)
 
 
 def worktree(root: Path) -> Path:
@@ -210,18 +216,21 @@ class Story(NamedTuple):
 
 
 def story(root: Path) -> Story:
+    return story_of(root, "")
+
+
+def story_of(root: Path, module: str) -> Story:
+    """The story of the one session of ``module`` (of the project's one session when "")."""
     store, project = open_store(root)
     with store:
         store.projections.catch_up()
-        (session,) = store.projections.sessions.all()
+        (session,) = [s for s in store.projections.sessions.all() if not module or s.module == module]
         events = [r.event for r in session_records(store, project, session.id)]
         return Story(session.id, session.status, events, store.projections.tokens.session(session.id))
 
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-
-
 
 
 def _alive(pid: int) -> bool:
@@ -255,7 +264,6 @@ def _wait(condition: Callable[[], bool], timeout: float) -> bool:
             return False
         time.sleep(0.1)
     return True
-
 
 
 alive = _alive

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -251,3 +252,68 @@ def test_run_with_a_prompt_and_no_spec_drafts_one_and_stops_at_the_human_gate(tm
     assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout == (
         "?? docs/\n"  # the drafted spec, copied into the checkout for the person to review; nothing else
     )
+
+
+def lopen_env(cli_path: str, url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
+    env.update(
+        {
+            "COPILOT_CLI_PATH": cli_path,
+            "LOPEN_PROVIDER__BASE_URL": url,
+            "LOPEN_MODELS__PLANNING": "scripted-opus",
+            "LOPEN_MODELS__BUILDING": "scripted-opus",
+            "LOPEN_MODELS__ORACLE": "scripted-mini",
+            "LOPEN_MODELS__FALLBACK": "[]",
+        }
+    )
+    return env
+
+
+def lopen(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lopen", *args], cwd=root, env=env, capture_output=True, text=True, timeout=240
+    )
+
+
+def test_a_finished_module_run_again_is_complete_at_once_and_replan_keeps_one_history(demo_run, cli_path, scripted):
+    """Issue 15: a second `lopen run` of a finished module makes no model call and every command still
+    works; `--replan` plans into the same history — done work stays done, nothing is committed twice."""
+    code, root, _, _, session, _, _ = demo_run
+    assert code == 0
+    server = scripted(load_playbook(PLAYBOOK))
+    env = lopen_env(cli_path, server.url)
+    commits = git(root, "log", "--format=%H %s", "main..lopen/slugify")
+
+    again = lopen(root, env, "run", "slugify", "--headless")
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "module slugify is complete" in again.stdout and session.id in again.stdout
+    assert server.chat_requests == []
+    for command in (
+        ("session", "list"),
+        ("session", "show"),
+        ("modules",),
+        ("replay", session.id),
+        ("revert", "slugify"),
+    ):
+        done = lopen(root, env, *command)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stdout, done.stderr)
+
+    replanned = lopen(root, env, "run", "slugify", "--headless", "--replan")
+
+    assert replanned.returncode == 0, replanned.stdout + replanned.stderr
+    assert server.chat_requests, "re-planning asks the model"
+    assert git(root, "log", "--format=%H %s", "main..lopen/slugify") == commits  # no task redone
+    rebuilt = lopen(root, env, "projections", "rebuild")
+    assert rebuilt.returncode == 0 and "identical to the projections kept incrementally: yes" in rebuilt.stdout
+    listed = lopen(root, env, "session", "list", "--json")
+    sessions = json.loads(listed.stdout)
+    assert [s["status"] for s in sessions] == ["completed", "completed"]
+    store, project = open_store(root)
+    with store:
+        store.projections.catch_up()
+        plan = store.projections.plan.get("slugify")
+        replan_session = sessions[1]["id"]
+        kinds = [type(r.event).__name__ for r in session_records(store, project, replan_session)]
+    assert plan.complete and [t.state for t in plan.ordered_tasks()] == ["complete"] * 3
+    assert "ReplanRequested" in kinds and "TaskStatusChanged" not in kinds  # nothing re-opened or redone
