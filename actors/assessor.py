@@ -1,7 +1,7 @@
 """The Assessor (W3, W8): where the module really stands, from its history and the repository.
 
 Each ``assess()`` folds in what other writers appended (a pause asked for over MCP, a queued
-message), re-opens tasks whose commits a person took off the branch, checks the spec against its
+message), checks the spec against its
 approval (an unapproved edit stops the run; an approved change is drift and re-enters planning),
 and answers with ``lopen.workflow.decide.assess`` — a pure function of the one fold.
 """
@@ -11,9 +11,8 @@ from __future__ import annotations
 import pykka
 
 from actors.messages import Assessment, Stop
-from events import catalogue as ev
 from events.journal import Journal
-from lopen.git import Repository, Worktree
+from lopen.git import Worktree
 from lopen.workflow.decide import assess
 from lopen.workflow.spec_watch import SpecWatcher
 
@@ -24,13 +23,9 @@ class AssessorActor(pykka.ThreadingActor):
         self.journal = journal
         self.watcher = watcher
         self.worktree = worktree
-        self.first = True
 
     def assess(self) -> Assessment | Stop:
         self.journal.check_intact()  # the store deleted, replaced or rows removed under us: a critical error
-        if self.first:
-            self.first = False
-            self._follow_branch()
         status = self.watcher.check(self.journal.snapshot())
         if not status.approved:
             return Stop(2, f"the specification of {self.journal.module} is not approved", "lopen spec approve")
@@ -45,18 +40,3 @@ class AssessorActor(pykka.ThreadingActor):
         if status.drift is not None:
             self.journal.record(*self.watcher.drift_events(status.drift))
         return self.journal.read(assess)
-
-    def _follow_branch(self) -> None:
-        """A branch moved outside Lopen since the last run (a person's reset): follow it and re-open the
-        tasks whose commits are gone. Runs once per run: only then can the move be a person's."""
-        state = self.journal.snapshot()
-        tip = self.worktree.tip()
-        if not state.tip or not tip or tip == state.tip:
-            return
-        repo = Repository(self.worktree.path)
-        lost = [t for t in state.ordered_tasks() if t.commit and not repo.is_ancestor(t.commit, tip)]
-        events: list[ev.Event] = [
-            ev.Reverted(from_sha=state.tip, to_sha=tip, reason=f"{self.worktree.branch} was moved outside Lopen")
-        ]
-        events += [ev.TaskReopened(task_id=t.id, reason=f"commit {t.commit[:8]} is gone") for t in lost]
-        self.journal.record(*events)

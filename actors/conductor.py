@@ -78,8 +78,10 @@ class ConductorActor(pykka.ThreadingActor):
             found: Assessment | Stop = self.assessor.assess().get()
             if isinstance(found, Stop):
                 self.journal.record(ev.SessionPaused(reason=found.reason, error_kind="spec"))
-                return self._end(Action(kind="pause", exit_code=found.exit_code, reason=f"{found.reason}; {found.how}"))
+                reason = f"{found.reason}; {found.how}"
+                return self._end(Action(kind="pause", exit_code=found.exit_code, reason=reason, error_kind="spec"))
             assessment = found
+            self.journal.refresh()  # a pause asked for by another writer (the TUI, an MCP client)
             guard = GuardDecision(action="allow")
             if not assessment.complete:
                 guard = self.guardrail.before(self.invocations).get()

@@ -19,7 +19,7 @@ from events.fold import TaskNode
 from events.journal import Journal
 from events.recorded import Recorded
 from events.store import EventStore
-from lopen.git import Worktree
+from lopen.git import Repository, Worktree
 
 
 def commit_message(module: str, task: TaskNode, session_id: str) -> str:
@@ -65,10 +65,34 @@ class GitActor(pykka.ThreadingActor):
                     worktree=str(self.worktree.path),
                 )
             )
+        self._follow_branch()
         self.settle()
         if spec is not None:
             self._adopt_spec(*spec)
         return self.worktree.branch
+
+    def _follow_branch(self) -> None:
+        """Before this run: the branch moved outside Lopen since the last run. When the move is a commit
+        Lopen owes (made, then killed before recording it), that commit is recorded by ``settle``; any other
+        move is a person's (a reset): Lopen follows it and re-opens the tasks whose commits are gone,
+        and the owed completions whose base went with them."""
+        state = self.journal.snapshot()
+        tip = self.worktree.tip()
+        expected = state.tip or state.branch_base
+        if not expected or not tip or tip == expected:
+            return
+        owed = {t.id for t in state.owed_commits()}
+        if any(self.worktree.find_commit(t.tree, expected, f"Lopen-Task: {t.id}") for t in state.owed_commits()):
+            return
+        repo = Repository(self.worktree.path)
+        lost = [t for t in state.ordered_tasks() if (t.commit and not repo.is_ancestor(t.commit, tip)) or t.id in owed]
+        events: list[ev.Event] = [
+            ev.Reverted(from_sha=expected, to_sha=tip, reason=f"{self.worktree.branch} was moved outside Lopen")
+        ]
+        events += [
+            ev.TaskReopened(task_id=t.id, reason=f"its work is no longer on {self.worktree.branch}") for t in lost
+        ]
+        self.journal.record(*events)
 
     def _adopt_spec(self, relative: str, content: bytes) -> None:
         state = self.journal.snapshot()
@@ -99,8 +123,10 @@ class GitActor(pykka.ThreadingActor):
         found = self.worktree.find_commit(task.tree, parent, trailer)
         message = commit_message(state.module, task, self.journal.session_id)
         if found is None:
-            if self.worktree.tip() != parent:
-                self.worktree.move_branch(parent)  # the model moved it: Lopen's commits go on Lopen's history
+            tip = self.worktree.tip()
+            if tip != parent:  # the model moved it: Lopen's commits go on Lopen's history, and it is told
+                self.worktree.move_branch(parent)
+                self._put_back([f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}"])
             found = self.worktree.commit(task.tree, parent, message)
         self.journal.record(
             ev.CommitRecorded(
@@ -115,7 +141,7 @@ class GitActor(pykka.ThreadingActor):
 
     def guard(self) -> list[str]:
         """After an invocation: put HEAD and the branch back where Lopen left them; return what was wrong
-        (for a corrective instruction)."""
+        (recorded, with a corrective instruction for the next invocation)."""
         state = self.journal.snapshot()
         wrong = []
         head = self.worktree.head_ref()
@@ -127,19 +153,22 @@ class GitActor(pykka.ThreadingActor):
         if expected and tip != expected:
             self.worktree.move_branch(expected)
             wrong.append(f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}")
-        if wrong:
-            self.journal.record(
-                ev.GuardrailTripped(category="git", level="warn", detail="; ".join(wrong) + " — put back"),
-                ev.CorrectiveInstructionIssued(
-                    category="git",
-                    instruction="Do not change branches, commit, reset or check out in git: Lopen commits verified "
-                    f"work on {self.worktree.branch} itself. In the last invocation "
-                    + "; ".join(wrong)
-                    + ", and Lopen "
-                    "put it back.",
-                ),
-            )
+        self._put_back(wrong)
         return wrong
+
+    def _put_back(self, wrong: list[str]) -> None:
+        """Record what the model changed in git and Lopen put back, and tell the next invocation."""
+        if not wrong:
+            return
+        what = "; ".join(wrong)
+        instruction = (
+            "Do not change branches, commit, reset or check out in git: Lopen commits verified work on "
+            f"{self.worktree.branch} itself. In the last invocation {what}, and Lopen put it back."
+        )
+        self.journal.record(
+            ev.GuardrailTripped(category="git", level="warn", detail=f"{what} — put back"),
+            ev.CorrectiveInstructionIssued(category="git", instruction=instruction),
+        )
 
     def reset_to_tip(self) -> None:
         """The worktree's files become the last commit (after a completed task: its leftovers go)."""

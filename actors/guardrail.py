@@ -56,7 +56,7 @@ class GuardrailActor(pykka.ThreadingActor):
         self.metrics = metrics
         self.ask = ask
         self.confirmed: set[str] = set()
-        self.tripped: set[tuple[str, str]] = set()
+        self.tripped: set[tuple[str, str]] = set()  # (category or churn key, level)
         self.failures: Counter[str] = Counter()
         self.forgiven: dict[str, int] = {}  # failures a person already said to go on past
 
@@ -126,8 +126,8 @@ class GuardrailActor(pykka.ThreadingActor):
         key = confirm_key or decision.category
         if decision.action == "pause" and key in self.confirmed:
             return GuardDecision(action="allow", category=decision.category, budget_hint=hint)
-        if (decision.category, decision.action) not in self.tripped:
-            self.tripped.add((decision.category, decision.action))  # once per run, not every invocation
+        if (key, decision.action) not in self.tripped:
+            self.tripped.add((key, decision.action))  # once per run (and per task, for churn), not every invocation
             self.journal.record(
                 ev.GuardrailTripped(category=decision.category, level=decision.action, detail=decision.detail)  # type: ignore[arg-type]
             )

@@ -29,7 +29,7 @@ class MetricsActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         projections = self.store.projections
         projections.catch_up()
-        position = self.store.last_seq()
+        position = projections.position("tokens")  # the row holds exactly the events up to here
         row = projections.tokens.module(self.module, self.project)
         self.totals = Totals(tokens=row.input + row.output, premium=row.premium) if row else Totals()
         me = self.actor_ref.proxy()

@@ -530,6 +530,7 @@ def _status(s: ModuleState, e: ev.TaskStatusChanged) -> None:
 def _reopened(s: ModuleState, e: ev.TaskReopened) -> None:
     task = s.tasks[e.task_id]
     task.state, task.tree, task.commit = "pending", "", ""
+    task.failures, task.reasons = 0, []  # a re-opened task starts afresh: earlier failures were another try
     s.scopes.pop(scope_key("task", e.task_id), None)
     _invalidate(s, "task", e.task_id)
     _invalidate(s, "component", task.component)

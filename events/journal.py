@@ -4,8 +4,8 @@
 ``events.fold``). ``record(*events)`` then
 
 1. stamps each event with the journal's session id (when it has none),
-2. checks each against the fold (an event that would contradict the history is refused with
-   ``Contradiction`` and nothing is stored),
+2. checks each against the fold (an event that would contradict the history — judged after folding
+   in what other writers appended meanwhile — is refused with ``Contradiction`` and nothing is stored),
 3. appends the batch with optimistic concurrency on the module stream (another writer — a second
    worker, an MCP client asking for a pause — makes it read the new events, check again and retry),
 4. folds the batch in, so the next read sees it (read-your-writes inside a tool call).
@@ -19,7 +19,7 @@ Thread-safe: tool handlers, actors and the gateway's loop record through one jou
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import date
 from typing import TypeVar
 
@@ -126,7 +126,12 @@ class Journal:
                 raise JournalClosed(self.session_id, events[0])
             stamped = [self._stamp(e) for e in events]
             for _ in range(RETRIES):
-                self._check(stamped)
+                try:
+                    self._check(stamped)
+                except Contradiction:
+                    if not self.refresh():  # judged on the whole history, not on a stale copy of it
+                        raise
+                    continue
                 try:
                     version = self.store.append(self.stream, stamped, expected_version=self._state.version)
                 except ConcurrencyConflict:
@@ -180,11 +185,11 @@ class Journal:
             return event
         return msgspec.structs.replace(event, session_id=self.session_id)
 
-    def _check(self, events: Iterable[ev.Event]) -> None:
-        checked = [e for e in events if type(e) in _CHECKS]
-        if not checked:
+    def _check(self, events: list[ev.Event]) -> None:
+        """Check the batch in order: each event against the state the ones before it leave."""
+        if not any(type(e) in _CHECKS for e in events):
             return
-        state = self._state if len(checked) == 1 else self._state.copy()
+        state = self._state if len(events) == 1 else self._state.copy()
         for event in events:
             problem = state.check(event)
             if problem is not None:

@@ -59,7 +59,9 @@ __all__ = [
     "TokenTotals",
 ]
 
-_ENCODE = msgspec.json.Encoder(order="deterministic").encode
+# Insertion order, not sorted keys: the plan row is the one fold, whose dicts are in plan order (components
+# in the order planned, tasks in the order recorded); a row decoded and folded on keeps that order.
+_ENCODE = msgspec.json.Encoder().encode
 CACHE_LIMIT = 20_000  # rows kept in memory between flushes
 
 
@@ -118,6 +120,11 @@ class Projections:
         self.plan = PlanQuery(self._views, plan.PROJECTION, project)
         self.project = project
 
+    def position(self, name: str) -> int:
+        """The seq up to which projection ``name``'s saved rows are current."""
+        spec = self._spec(name)
+        return self._views.positions([spec.tracking_name]).get(spec.tracking_name) or 0
+
     def for_project(self, project: str) -> Projections:
         """Render this project's ``plan.md`` files and read its rows by default."""
         self.project = project
@@ -132,9 +139,12 @@ class Projections:
         with self._lock:
             for _ in range(10):
                 try:
-                    return self._catch_up_once()
+                    applied = self._catch_up_once()
                 except Stale:
                     self._run = None
+                    continue
+                self._flush_own()
+                return applied
             raise StoreUnavailable(
                 "the projections kept moving while being brought up to date",
                 "other processes are updating them at the same time",
@@ -269,6 +279,20 @@ class Projections:
                 s.on_flush(self.store.root, changed[s.name], self.project)
             if len(run.tables[s.name].rows) > CACHE_LIMIT:
                 run.tables[s.name].clear()
+
+    def _flush_own(self) -> None:
+        """Render this project's files (``plan.md``) from the saved rows: another process — another
+        project on a shared store, or another clone — may have applied this project's events and saved
+        the rows without rendering them here. Files already holding the same text are left alone."""
+        if not self.project:
+            return
+        prefix = f"{self.project}/"
+        for s in self.specs:
+            if s.on_flush is not None:
+                decode = msgspec.json.Decoder(s.row).decode
+                rows = {k: decode(v) for k, v in self._views.load_all(s.tracking_name) if k.startswith(prefix)}
+                if rows:
+                    s.on_flush(self.store.root, rows, self.project)
 
     def _load(self, name: str, key: str) -> bytes | None:
         value, position = self._views.load(self._spec(name).tracking_name, key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +43,8 @@ def prepare_project(target: Path) -> Path:
         ["config", "user.name", "Lopen Demo"],
         ["config", "user.email", "demo@lopen.invalid"],
         ["add", "-A"],
-        ["commit", "-q", "-m", "chore: the example project"],
+        # a project of its own: its first commit (which names the project in the store) is unique
+        ["commit", "-q", "-m", f"chore: the example project\n\nLopen-Demo: {uuid.uuid4()}"],
     ):
         subprocess.run(["git", *args], cwd=target, check=True, capture_output=True)
     return target

@@ -60,11 +60,24 @@ class Worktree:
             return False, base
         git(self.repo_root, "worktree", "prune")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._exclude_from_checkout()
         if created:
             git(self.repo_root, "worktree", "add", "-q", "-b", self.branch, str(self.path), base or "HEAD")
         else:
             git(self.repo_root, "worktree", "add", "-q", str(self.path), self.branch)
         return created, base
+
+    def _exclude_from_checkout(self) -> None:
+        """A worktree folder inside the user's checkout never shows in their `git status`."""
+        from lopen.project import exclude_from_git
+
+        try:
+            relative = self.path.resolve().relative_to(self.repo_root.resolve())
+        except ValueError:
+            return  # outside the checkout: nothing to hide
+        exclude_from_git(
+            self.repo_root, f"/{relative.parent.as_posix()}/" if relative.parent.parts else f"/{relative}/"
+        )
 
     def _is_worktree(self) -> bool:
         if not (self.path / ".git").is_file():
@@ -133,24 +146,11 @@ class Worktree:
         return [line for line in out.splitlines() if line]
 
     def dirty_files(self) -> list[str]:
-        """Changed, staged and untracked paths against the branch tip, as the model left them."""
-        done = run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], self.path)
-        if done.returncode != 0:
-            raise GitError(
-                f"git status failed in {self.path}", done.stderr.strip(), "check the worktree with `git status`"
-            )
-        out = done.stdout  # not stripped: the first entry's status may start with a space (" M app.py")
-        paths: list[str] = []
-        fields = out.split("\0")
-        skip = False
-        for field in fields:
-            if skip or not field:
-                skip = False
-                continue
-            status, path = field[:2], field[3:]
-            skip = status[0] in "RC"  # the original path of a rename/copy follows
-            paths.append(path)
-        return paths
+        """The paths whose content differs from the branch tip, as the model left them — measured the
+        way verification measures (the worktree written as a tree, Lopen's ignore patterns applied),
+        so the worktree's own index and test-run caches never make it look dirty."""
+        tip = self.tip()
+        return self.changed_files(tip or None, self.tree())
 
     # -- changing it ----------------------------------------------------------------------------
 

@@ -273,9 +273,9 @@ class Toolbox:
     def update_task_status(self, args: UpdateTaskStatusArgs) -> str:
         task = self._task(args.task_id)
         state = task.state
-        tree = self._completion_tree(task.id) if args.status == "complete" else ""
         if state == args.status:
             return f"{task.id} is already {args.status}"
+        tree = self._completion_tree(task.id) if args.status == "complete" else ""
         events: list[ev.Event] = []
         if args.status in ("complete", "failed") and state != "in-progress":
             events.append(

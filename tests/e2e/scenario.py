@@ -131,8 +131,16 @@ def approve(root: Path) -> None:
     approve_module(root, MODULE)
 
 
+def project_store(root: Path) -> tuple[Any, str]:
+    """The project's store as its configuration names it (a shared PostgreSQL one included)."""
+    from lopen.config import load_settings
+
+    settings = load_settings(root, env={})
+    return open_store(root, settings.store.url, settings.project.id)
+
+
 def approve_module(root: Path, module: str) -> None:
-    store, project = open_store(root)
+    store, project = project_store(root)
     with store:
         approve_spec(root, module, store, project)
 
@@ -221,7 +229,7 @@ def story(root: Path) -> Story:
 
 def story_of(root: Path, module: str) -> Story:
     """The story of the one session of ``module`` (of the project's one session when "")."""
-    store, project = open_store(root)
+    store, project = project_store(root)
     with store:
         store.projections.catch_up()
         (session,) = [s for s in store.projections.sessions.all() if not module or s.module == module]
