@@ -17,6 +17,7 @@ class Check(NamedTuple):
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # works, but not as well as it could: shown with "!"
 
 
 def check_python() -> Check:
@@ -107,8 +108,22 @@ def check_writable(root: Path) -> Check:
     return Check(".lopen writable", True, str(target))
 
 
+def check_sandbox(mode: str) -> Check:
+    """Which protection confines the model here: bubblewrap, Landlock, or the policy alone."""
+    from lopen.errors import LopenError
+    from lopen.sandbox.kernel import INSTALL_BWRAP, detect
+
+    try:
+        protection = detect(mode)  # type: ignore[arg-type]
+    except LopenError as exc:
+        return Check("sandbox", False, f"{exc.what}: {exc.why}", exc.how)
+    if protection.warning:
+        return Check("sandbox", True, f"{protection.detail} — {protection.warning}", INSTALL_BWRAP, warning=True)
+    return Check("sandbox", True, protection.detail)
+
+
 def doctor() -> None:
-    """Check whether Lopen can work here: Python, SDK, Copilot CLI, git, credentials, .lopen/."""
+    """Check whether Lopen can work here: Python, SDK, Copilot CLI, git, credentials, .lopen/, sandbox."""
     from lopen.config import load_settings
     from lopen.project import find_root
 
@@ -120,14 +135,19 @@ def doctor() -> None:
         check_git,
         check_credentials,
         lambda: check_writable(find_root(Path.cwd(), required=False) or Path.cwd()),
+        lambda: check_sandbox(settings.sandbox.mode),
     ]
     failed = False
     for run in checks:
         result = run()
-        mark = typer.style("✓", fg="green") if result.ok else typer.style("✗", fg="red")
-        typer.echo(f"{mark} {result.name}: {result.detail}")
         if not result.ok:
-            failed = True
-            if result.fix:
-                typer.echo(f"    fix: {result.fix}")
+            mark = typer.style("✗", fg="red")
+        elif result.warning:
+            mark = typer.style("!", fg="yellow")
+        else:
+            mark = typer.style("✓", fg="green")
+        typer.echo(f"{mark} {result.name}: {result.detail}")
+        failed = failed or not result.ok
+        if (not result.ok or result.warning) and result.fix:
+            typer.echo(f"    fix: {result.fix}")
     raise typer.Exit(1 if failed else 0)

@@ -39,6 +39,9 @@ from lopen.sandbox.policy import Confinement
 Kind = Literal["bwrap", "landlock", "policy"]
 
 INSTALL_BWRAP = "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap)"
+_SCOPE = (
+    ": writes only in the worktree, temp and the CLI's home; Lopen's state, the approved spec and secret files hidden"
+)
 
 
 class Protection(msgspec.Struct, frozen=True):
@@ -97,19 +100,29 @@ def detect(mode: Mode = "auto") -> Protection:
     """The protection ``mode`` gives on this machine; raises a LopenError when an explicitly
     chosen kernel sandbox cannot run."""
     if mode == "policy":
+        return choose(mode, ("", "not tried"), (0, "not tried"))
+    return choose(mode, bwrap_status(), landlock_status())
+
+
+def choose(mode: Mode, bwrap_found: tuple[str, str], landlock_found: tuple[int, str]) -> Protection:
+    """The protection for ``mode`` given what works here (:func:`bwrap_status`,
+    :func:`landlock_status`): the decision alone, without probing anything."""
+    if mode == "policy":
         return Protection("policy", "the permission policy alone (sandbox.mode = policy)")
-    version, no_bwrap = bwrap_status()
+    version, no_bwrap = bwrap_found
     if mode in ("auto", "bwrap") and version:
-        return Protection("bwrap", f"{version}: the Copilot CLI and every command it runs in a private mount namespace")
+        return Protection("bwrap", f"{version} confines the Copilot CLI and every command it runs{_SCOPE}")
     if mode == "bwrap":
         raise LopenError(
             "sandbox.mode is bwrap but bubblewrap cannot confine the Copilot CLI here",
             no_bwrap,
             f"{INSTALL_BWRAP}, or set sandbox.mode to auto (or landlock)",
         )
-    abi, no_landlock = landlock_status()
+    abi, no_landlock = landlock_found
     if abi:
-        return Protection("landlock", f"Landlock ABI {abi}: the Copilot CLI and every command it runs confined")
+        return Protection(
+            "landlock", f"Landlock (ABI {abi}) confines the Copilot CLI and every command it runs{_SCOPE}"
+        )
     if mode == "landlock":
         raise LopenError(
             "sandbox.mode is landlock but Landlock is not available",
@@ -121,7 +134,7 @@ def detect(mode: Mode = "auto") -> Protection:
         "the permission policy alone",
         warning=(
             f"no kernel sandbox here ({no_bwrap}; {no_landlock}): the model's shell commands are only "
-            f"checked by the permission policy, best effort — {INSTALL_BWRAP} to confine them"
+            f"checked by the permission policy, best effort; {INSTALL_BWRAP} to confine them"
         ),
     )
 
