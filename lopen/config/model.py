@@ -180,8 +180,7 @@ class Sandbox(_Section):
     allow_urls: Annotated[
         tuple[HostPattern, ...],
         _doc(
-            "Hosts whose URLs the model may fetch, e.g. docs.python.org, *.readthedocs.io (* = any); "
-            "empty = none.",
+            "Hosts whose URLs the model may fetch, e.g. docs.python.org, *.readthedocs.io (* = any); empty = none.",
             allowed="a list of host names, each optionally starting with *. (or just *)",
         ),
     ] = ()

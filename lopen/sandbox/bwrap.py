@@ -6,7 +6,8 @@
 - ``--dev /dev``, ``--proc /proc`` with ``--unshare-pid`` — a private ``/dev`` and a ``/proc``
   that shows only the sandbox's own processes (Lopen's environment is not there to read);
 - ``--tmpfs DIR`` / ``--ro-bind /dev/null FILE`` — hidden folders and files: Lopen's
-  ``.lopen/``, the approved spec, secret files (an empty folder, an empty file);
+  ``.lopen/``, the approved spec, secret files (an empty folder, an empty file), the folders
+  made read-only at the end (``--remount-ro``);
 - ``--bind P P`` — the writable places, bound again *after* the hiding, so the worktree and the
   CLI's home reappear inside the hidden ``.lopen/``;
 - ``--ro-bind P P`` — read-only islands inside writable places (the worktree's ``.git``
@@ -49,6 +50,8 @@ def arguments(writable: Sequence[str], hidden: Sequence[str], read_only: Sequenc
     args += [a for path in writable if os.path.exists(path) for a in ("--bind", path, path)]
     args += [a for path in read_only if os.path.exists(path) for a in ("--ro-bind", path, path)]
     args += _hide(nested)  # hidden paths inside a writable place: after it is bound
+    # The empty folders are read-only too — last, once the binds made their mount points in them.
+    args += [a for path in hidden if os.path.isdir(path) for a in ("--remount-ro", path)]
     return args
 
 
