@@ -170,6 +170,8 @@ class Gateway:
         if self.config.copilot_home:  # it must exist to be bound writable into the sandbox
             os.makedirs(self.config.copilot_home, exist_ok=True)
         confinement = kernel.plan(sandbox, temp_dir=self._temp_dir, copilot_home=self.config.copilot_home, byok=byok)
+        if self.protection.kind != "policy":
+            kernel.unpack_cli(self.config.cli_path, self._process_env())
         return kernel.launch(self.protection, confinement, self.config.cli_path)
 
     def _process_env(self) -> dict[str, str]:

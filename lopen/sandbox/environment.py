@@ -7,7 +7,8 @@ adds only:
 
 - what programs need to run: ``PATH`` (Lopen's own Python first, so the model's shell finds
   the same interpreter and test runner), ``HOME``, ``USER``/``LOGNAME``, ``SHELL``, ``TERM``,
-  ``TZ``, ``LANG``/``LANGUAGE``/``LC_*``, ``NO_COLOR``;
+  ``TZ``, ``LANG``/``LANGUAGE``/``LC_*``, ``NO_COLOR``, the ``XDG_*_HOME`` folders (the CLI
+  keeps its unpacked code in ``$XDG_CACHE_HOME``);
 - what the CLI needs to reach its model endpoint: the proxy and CA-certificate variables;
 - ``TMPDIR`` (and ``TMP``/``TEMP``): the model's private temp folder;
 - the ``COPILOT_*`` switches Lopen sets itself (``COPILOT_HOME``, and for a BYOK provider
@@ -40,6 +41,10 @@ PASSED: tuple[str, ...] = (
     "LANG",
     "LANGUAGE",
     "NO_COLOR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "NO_PROXY",

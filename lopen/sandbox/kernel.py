@@ -15,18 +15,22 @@ private git folder and the repository's ``objects/``, so ``git add`` and ``git s
 while refs, config and hooks stay read-only: the model cannot plant a hook or move a branch),
 the hidden ones (Lopen's state, the approved spec, secret files) and read-only islands.
 
-:func:`launch` turns a protection and a plan into the ``(path, args)`` the SDK spawns the CLI
-with — ``RuntimeConnection.for_stdio(path=path, args=args)`` runs
-``[path, *args, --headless, …]``, so the CLI's own arguments follow ours.
+:func:`unpack_cli` lets the CLI unpack its bundled code into the user's cache first (the
+sandbox keeps that cache read-only), and :func:`launch` turns a protection and a plan into
+the ``(path, args)`` the SDK spawns the CLI with —
+``RuntimeConnection.for_stdio(path=path, args=args)`` runs ``[path, *args, --headless, …]``,
+so the CLI's own arguments follow ours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -163,6 +167,21 @@ def plan(config: SandboxConfig, *, temp_dir: str, copilot_home: str, byok: bool,
     hidden = paths.lopen_paths(config) + paths.secret_paths(home, include_cli_credentials=byok)
     hidden = tuple(h for h in dict.fromkeys(hidden) if h not in writable)
     return Plan(writable=tuple(writable), hidden=hidden, read_only=tuple(dict.fromkeys(read_only)))
+
+
+def unpack_cli(cli_path: str, env: Mapping[str, str]) -> None:
+    """Let the CLI unpack itself before it is confined.
+
+    The Copilot CLI binary carries its code as a bundle it extracts on first use into
+    ``$XDG_CACHE_HOME/copilot/pkg/<platform>/<version>`` (``~/.cache`` by default, about 235 MB,
+    a few seconds). Inside the sandbox that cache is read-only — writable, a model could plant
+    code there that the user's own, unconfined ``copilot`` would later run — so the CLI is run
+    once, unconfined, with ``--version`` and the same environment: it extracts what is missing
+    (and returns at once when everything is there). A failure here is left for the real start
+    to report.
+    """
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([cli_path, "--version"], env=dict(env), capture_output=True, timeout=300, check=False)
 
 
 def launch(protection: Protection, confinement: Plan, cli_path: str) -> tuple[str, list[str]]:
