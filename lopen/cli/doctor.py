@@ -7,9 +7,12 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import typer
+
+if TYPE_CHECKING:
+    from lopen.sandbox.kernel import Protection
 
 
 class Check(NamedTuple):
@@ -111,15 +114,36 @@ def check_writable(root: Path) -> Check:
 def check_sandbox(mode: str) -> Check:
     """Which protection confines the model here: bubblewrap, Landlock, or the policy alone."""
     from lopen.errors import LopenError
-    from lopen.sandbox.kernel import INSTALL_BWRAP, detect
+    from lopen.sandbox.kernel import detect
 
     try:
         protection = detect(mode)  # type: ignore[arg-type]
     except LopenError as exc:
         return Check("sandbox", False, f"{exc.what}: {exc.why}", exc.how)
+    return sandbox_check(protection)
+
+
+def sandbox_check(protection: Protection) -> Check:
+    """A protection as a doctor line: ✓ for a kernel sandbox or the policy by choice, ! for the
+    fallback to the policy alone."""
+    from lopen.sandbox.kernel import INSTALL_BWRAP
+
     if protection.warning:
         return Check("sandbox", True, f"{protection.detail} — {protection.warning}", INSTALL_BWRAP, warning=True)
     return Check("sandbox", True, protection.detail)
+
+
+def show(result: Check) -> None:
+    """Print one check: its mark, name and detail, and the fix for a ✗ or a !."""
+    if not result.ok:
+        mark = typer.style("✗", fg="red")
+    elif result.warning:
+        mark = typer.style("!", fg="yellow")
+    else:
+        mark = typer.style("✓", fg="green")
+    typer.echo(f"{mark} {result.name}: {result.detail}")
+    if (not result.ok or result.warning) and result.fix:
+        typer.echo(f"    fix: {result.fix}")
 
 
 def doctor() -> None:
@@ -140,14 +164,6 @@ def doctor() -> None:
     failed = False
     for run in checks:
         result = run()
-        if not result.ok:
-            mark = typer.style("✗", fg="red")
-        elif result.warning:
-            mark = typer.style("!", fg="yellow")
-        else:
-            mark = typer.style("✓", fg="green")
-        typer.echo(f"{mark} {result.name}: {result.detail}")
+        show(result)
         failed = failed or not result.ok
-        if (not result.ok or result.warning) and result.fix:
-            typer.echo(f"    fix: {result.fix}")
     raise typer.Exit(1 if failed else 0)
