@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,3 +188,73 @@ def test_a_fresh_cli_unpacks_itself_then_runs_inside_the_sandbox(scripted, gatew
     request = InvocationRequest(models=["scripted-main"], prompt="go", working_directory=str(project.worktree))
     result = gateway.invoke(request)
     assert result.error is None and result.final_message == "Done."
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+KERNEL_MODES = [m for m in MODES if m.values[0] != "policy"]
+
+
+@pytest.mark.parametrize("mode", KERNEL_MODES)
+@pytest.mark.parametrize("ending", ["close", "sigkill"])
+def test_no_sandboxed_process_outlives_lopen(scripted, cli_path, project, tmp_path, mode, ending):
+    """The sandbox (bwrap and the CLI inside it, or the Landlock-confined CLI) and everything the
+    model started in it go when Lopen closes the gateway — or is killed outright."""
+    server = scripted(Hostile(project, 1).playbook())
+    script = f"""
+import os, subprocess, sys, time
+from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
+from lopen.sandbox import SandboxConfig
+config = GatewayConfig(cli_path={cli_path!r}, default_model="scripted-main",
+    provider=ProviderConfig(base_url={server.url!r}), copilot_home={str(project.lopen / "copilot")!r},
+    sandbox=SandboxConfig(mode={mode!r}, project_root={str(project.root)!r}, worktree={str(project.worktree)!r}))
+gateway = Gateway(config).start()
+print(gateway.cli_pid, flush=True)
+sys.stdin.readline()
+if {ending!r} == "close":
+    gateway.close()
+    print("closed", flush=True)
+time.sleep(60)
+"""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    cli = int(child.stdout.readline())
+    sandboxed = {cli} | _descendants(cli)
+    assert len(sandboxed) >= (2 if mode == "bwrap" else 1)
+    if ending == "close":
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "closed"
+    else:
+        child.kill()
+    try:
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in sandboxed) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in sandboxed if _alive(p)], child.stderr.read()[-500:] if ending == "sigkill" else ""
+    finally:
+        child.kill()
+        child.wait()
