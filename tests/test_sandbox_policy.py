@@ -154,6 +154,25 @@ def test_reads_of_lopens_state_the_spec_and_secrets_are_refused(project, target,
     assert why in decision.reason
 
 
+def search(path: str) -> object:
+    return request("read", intention=f"Search in directory: {path}", path=path)
+
+
+def test_without_a_kernel_sandbox_searching_a_folder_that_holds_protected_paths_is_refused(project):
+    p = policy(project)
+    for folder in ("/etc", "/", str(project.home), str(project.root)):
+        decision = decide(p, search(folder))
+        assert not decision.allowed and decision.reason.startswith(f"searching {folder} would read "), decision
+    assert decide(p, search(str(project.worktree))).allowed  # its own worktree, inside .lopen/
+    assert decide(p, search("/usr/lib")).allowed
+    listing = request("read", intention="List directory: /etc", path="/etc")
+    assert decide(p, listing).allowed  # names only
+
+
+def test_with_a_kernel_sandbox_searches_are_left_to_it(project):
+    assert decide(policy(project, confinement="landlock"), search("/etc")).allowed
+
+
 def test_a_symlink_to_lopens_config_is_refused_where_it_points(project):
     (project.worktree / "link.json").symlink_to(project.lopen / "config.json")
     decision = decide(policy(project), read("link.json"))

@@ -11,7 +11,9 @@ request         answer
 write           allowed only inside a writable root (the worktree, the temp folder), and
                 not inside a protected path below it (the worktree's ``.git`` pointer)
 read            refused inside a protected path (Lopen's state, the approved spec, secret
-                files, other processes' environments) unless a writable root is deeper
+                files, other processes' environments) unless a writable root is deeper;
+                without a kernel sandbox, a search (grep, glob) of a folder holding a
+                protected path is refused too
 shell           allowed when a kernel sandbox confines the CLI; otherwise (policy only)
                 the command text is read for paths (:mod:`lopen.sandbox.shell`) and judged
                 like reads and writes
@@ -206,7 +208,25 @@ def _write(policy: Policy, request: Any) -> Decision:
 def _read(policy: Policy, request: Any) -> Decision:
     target = paths.resolve(str(getattr(request, "path", "") or ""), policy.cwd, policy.home)
     problem = read_problem(policy, target)
-    return Decision("read", target, not problem, f"{target} is {problem}" if problem else "not protected")
+    if problem:
+        return Decision("read", target, False, f"{target} is {problem}")
+    intention = str(getattr(request, "intention", "") or "")
+    if policy.confinement == "none" and not intention.startswith("List directory") and os.path.isdir(target):
+        # grep and glob search a whole tree in the CLI's own process: without a kernel sandbox
+        # to hide what is protected inside it, the search itself must be refused.
+        inner = _protected_inside(policy, target)
+        if inner:
+            reason = f"searching {target} would read {inner}, which is {read_problem(policy, inner)}"
+            return Decision("read", target, False, reason)
+    return Decision("read", target, True, "not protected")
+
+
+def _protected_inside(policy: Policy, folder: str) -> str:
+    """A protected path below ``folder`` (not inside a writable root below it), or ""."""
+    for guard in (*policy.protected, "/proc/1/environ"):
+        if guard != folder and paths.inside(guard, folder) and read_problem(policy, guard):
+            return guard
+    return ""
 
 
 def _shell(policy: Policy, request: Any) -> Decision:

@@ -61,6 +61,11 @@ class Hostile:
             ("plant-hook", "bash", {"command": f"echo 'echo pwned' > {root}/.git/hooks/post-commit"}),
             ("ssh-key", "bash", {"command": "cat ~/.ssh/id_ed25519"}),
             ("lopen-environ", "bash", {"command": f"cat /proc/{lopen_pid}/environ"}),
+            (
+                "grep-home",
+                "grep",
+                {"pattern": "sentinel-must-stay", "path": str(project.home), "output_mode": "content"},
+            ),
             ("work", "bash", {"command": "echo ok > made.txt && git add made.txt && git status --short"}),
             ("create-inside", "create", {"path": "{{cwd}}/created.txt", "file_text": "fine"}),
         ]
