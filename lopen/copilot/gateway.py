@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,7 +45,9 @@ from lopen.copilot.results import (
 from lopen.copilot.tools import LopenTool, to_sdk_tool
 from lopen.errors import LopenError
 from lopen.sandbox.config import SandboxConfig
-from lopen.sandbox.kernel import Protection
+
+if TYPE_CHECKING:
+    from lopen.sandbox.kernel import Protection
 
 EventCallback = Callable[[StreamEvent], None]
 
@@ -192,7 +194,9 @@ class Gateway:
             extra=self.config.env,
         )
 
-    def _permission_handler(self, request: InvocationRequest, tools: Sequence[LopenTool], emit: EventCallback) -> Any:
+    def _permission_handler(
+        self, request: InvocationRequest, tools: Sequence[LopenTool], emit: EventCallback
+    ) -> tuple[Callable[[Any, Any], Any], Callable[[Any], None]]:
         """The session's permission handler: Lopen's policy (lopen.sandbox.policy), every decision
         emitted as a PermissionDecision. Returns ``(handler, observer)``: the observer, registered
         with ``session.on``, tells the handler which sub-agent asked."""
