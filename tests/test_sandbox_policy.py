@@ -4,7 +4,6 @@ that answers the CLI with it."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from copilot.generated.rpc import PermissionDecisionApproveOnce, PermissionDecisionReject
@@ -42,9 +41,10 @@ def shell(command: str) -> object:
     )
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> SandboxProject:
-    return make_project(tmp_path)
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> SandboxProject:
+    """One project for the module: deciding changes nothing (tests that add a file name it uniquely)."""
+    return make_project(tmp_path_factory.mktemp("policy"))
 
 
 def policy(project: SandboxProject, *, confinement: str = "none", **config: object) -> Policy:
