@@ -169,8 +169,9 @@ class Gateway:
         if not self._temp_dir:
             self._temp_dir, self._own_temp = tempfile.mkdtemp(prefix="lopen-model-"), True
         byok = bool(provider and provider.base_url)
-        if self.config.copilot_home:  # it must exist to be bound writable into the sandbox
-            os.makedirs(self.config.copilot_home, exist_ok=True)
+        for folder in (self._temp_dir, self.config.copilot_home):  # to be bound writable, they must exist
+            if folder:
+                os.makedirs(folder, exist_ok=True)
         confinement = kernel.plan(sandbox, temp_dir=self._temp_dir, copilot_home=self.config.copilot_home, byok=byok)
         if self.protection.kind != "policy":
             kernel.unpack_cli(self.config.cli_path, self._process_env())
