@@ -54,7 +54,9 @@ def make_project(base: Path, module: str = "slugify") -> SandboxProject:
     lopen = root / ".lopen"
     lopen.mkdir()
     (root / ".git" / "info" / "exclude").write_text(".lopen/\n")
-    (lopen / "config.json").write_text(f'{{"budget": {{"token_budget_per_module": 1000}}, "note": "{SENTINEL}"}}\n')
+    (lopen / "config.json").write_text(
+        f'{{"budget": {{"token_budget_per_module": 1000}}, "models": {{"building": "{SENTINEL}"}}}}\n'
+    )
     (lopen / "store.sqlite").write_text(f"{SENTINEL}-store\n")
     (lopen / "project-id").write_text(f"{SENTINEL}-id\n")
     (lopen / "copilot").mkdir()

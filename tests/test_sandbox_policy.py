@@ -330,3 +330,18 @@ def test_a_policy_that_fails_refuses_and_says_so(project):
     handle = permission_handler(policy(project), lambda decision, _asked: reported.append(decision))
     assert isinstance(handle(Broken(), {"session_id": "s"}), PermissionDecisionReject)
     assert not reported[0].allowed and "the policy failed: boom" in reported[0].reason
+
+
+def test_the_engine_builds_the_sandbox_from_the_settings(project):
+    from lopen.config import load_settings
+    from lopen.sandbox.config import sandbox_config
+
+    env = {"HOME": str(project.home), "LOPEN_SANDBOX__MODE": "landlock", "LOPEN_SANDBOX__ALLOW_URLS": "*.python.org"}
+    config = sandbox_config(load_settings(project.root, None, env), project.root, project.worktree)
+    assert config == SandboxConfig(
+        mode="landlock",
+        allow_urls=("*.python.org",),
+        project_root=str(project.root),
+        worktree=str(project.worktree),
+    )
+    assert config.lopen_dir == str(project.lopen)
