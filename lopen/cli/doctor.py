@@ -7,9 +7,12 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import typer
+
+if TYPE_CHECKING:
+    from lopen.sandbox.kernel import Protection
 
 
 class Check(NamedTuple):
@@ -17,6 +20,7 @@ class Check(NamedTuple):
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # works, but not as well as it could: shown with "!"
 
 
 def check_python() -> Check:
@@ -107,8 +111,43 @@ def check_writable(root: Path) -> Check:
     return Check(".lopen writable", True, str(target))
 
 
+def check_sandbox(mode: str) -> Check:
+    """Which protection confines the model here: bubblewrap, Landlock, or the policy alone."""
+    from lopen.errors import LopenError
+    from lopen.sandbox.kernel import detect
+
+    try:
+        protection = detect(mode)  # type: ignore[arg-type]
+    except LopenError as exc:
+        return Check("sandbox", False, f"{exc.what}: {exc.why}", exc.how)
+    return sandbox_check(protection)
+
+
+def sandbox_check(protection: Protection) -> Check:
+    """A protection as a doctor line: ✓ for a kernel sandbox or the policy by choice, ! for the
+    fallback to the policy alone."""
+    from lopen.sandbox.kernel import INSTALL_BWRAP
+
+    if protection.warning:
+        return Check("sandbox", True, f"{protection.detail} — {protection.warning}", INSTALL_BWRAP, warning=True)
+    return Check("sandbox", True, protection.detail)
+
+
+def show(result: Check) -> None:
+    """Print one check: its mark, name and detail, and the fix for a ✗ or a !."""
+    if not result.ok:
+        mark = typer.style("✗", fg="red")
+    elif result.warning:
+        mark = typer.style("!", fg="yellow")
+    else:
+        mark = typer.style("✓", fg="green")
+    typer.echo(f"{mark} {result.name}: {result.detail}")
+    if (not result.ok or result.warning) and result.fix:
+        typer.echo(f"    fix: {result.fix}")
+
+
 def doctor() -> None:
-    """Check whether Lopen can work here: Python, SDK, Copilot CLI, git, credentials, .lopen/."""
+    """Check whether Lopen can work here: Python, SDK, Copilot CLI, git, credentials, .lopen/, sandbox."""
     from lopen.config import load_settings
     from lopen.project import find_root
 
@@ -120,14 +159,11 @@ def doctor() -> None:
         check_git,
         check_credentials,
         lambda: check_writable(find_root(Path.cwd(), required=False) or Path.cwd()),
+        lambda: check_sandbox(settings.sandbox.mode),
     ]
     failed = False
     for run in checks:
         result = run()
-        mark = typer.style("✓", fg="green") if result.ok else typer.style("✗", fg="red")
-        typer.echo(f"{mark} {result.name}: {result.detail}")
-        if not result.ok:
-            failed = True
-            if result.fix:
-                typer.echo(f"    fix: {result.fix}")
+        show(result)
+        failed = failed or not result.ok
     raise typer.Exit(1 if failed else 0)

@@ -191,6 +191,33 @@ class Context(_Section):
     ] = 24000
 
 
+HostPattern = Annotated[
+    str,
+    Meta(
+        pattern=r"^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)$",
+    ),
+]
+
+
+class Sandbox(_Section):
+    mode: Annotated[
+        Literal["auto", "bwrap", "landlock", "policy"],
+        _doc(
+            "How the model is confined. auto = bubblewrap where it works, else Landlock, else the permission "
+            "policy alone (with a warning); bwrap or landlock = that kernel sandbox or an error; policy = "
+            "no kernel sandbox. The policy (writes only in the worktree and temp, no reads of Lopen's state, "
+            "the approved spec or secret files) applies in every mode. `lopen doctor` says which is active."
+        ),
+    ] = "auto"
+    allow_urls: Annotated[
+        tuple[HostPattern, ...],
+        _doc(
+            "Hosts whose URLs the model may fetch, e.g. docs.python.org, *.readthedocs.io (* = any); empty = none.",
+            allowed="a list of host names, each optionally starting with *. (or just *)",
+        ),
+    ] = ()
+
+
 class Settings(_Section):
     """Every Lopen setting, resolved from flags, env, project and user files, and defaults."""
 
@@ -206,6 +233,7 @@ class Settings(_Section):
     store: Store = msgspec.field(default_factory=Store)
     context: Context = msgspec.field(default_factory=Context)
     project: Project = msgspec.field(default_factory=Project)
+    sandbox: Sandbox = msgspec.field(default_factory=Sandbox)
 
     def public(self) -> dict[str, dict[str, object]]:
         """The settings as plain data with every secret masked: safe to show, log or store."""

@@ -13,12 +13,14 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,6 +36,7 @@ from lopen.copilot.results import (
     InvocationRequest,
     InvocationResult,
     ModelFellBack,
+    PermissionDecision,
     RetryScheduled,
     StreamEvent,
     ToolCallRecord,
@@ -44,6 +47,10 @@ from lopen.copilot.results import (
 )
 from lopen.copilot.tools import LopenTool, to_sdk_tool
 from lopen.errors import LopenError
+from lopen.sandbox.config import SandboxConfig
+
+if TYPE_CHECKING:
+    from lopen.sandbox.kernel import Protection
 
 EventCallback = Callable[[StreamEvent], None]
 
@@ -66,6 +73,9 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     retry_max_delay: float = 30.0
     copilot_home: str = ""
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    # The model's confinement (lopen.sandbox): None = the permission policy alone, writes only
+    # in each session's working directory and a private temp folder.
+    sandbox: SandboxConfig | None = None
 
 
 class Gateway:
@@ -80,6 +90,9 @@ class Gateway:
         self._closed = False
         self._aborted = False
         self._inflight: set[asyncio.Task[Any]] = set()
+        self.protection: Protection | None = None  # which sandbox confines the CLI, once started
+        self._temp_dir = ""  # the model's private temp folder
+        self._own_temp = False
 
     # lifecycle -----------------------------------------------------------------------------
 
@@ -130,6 +143,8 @@ class Gateway:
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+        if self._own_temp:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
 
     def kill(self) -> None:
         """Kill the CLI process now (a second Ctrl+C): nothing is cleaned up."""
@@ -144,7 +159,8 @@ class Gateway:
     async def _start(self) -> None:
         from copilot import CopilotClient, RuntimeConnection
 
-        connection = RuntimeConnection.for_stdio(path=self.config.cli_path)
+        path, args = self._confined_cli()
+        connection = RuntimeConnection.for_stdio(path=path, args=args)
         connection.env = self._process_env()
         self._client = CopilotClient(connection=connection)
         try:
@@ -156,20 +172,73 @@ class Gateway:
                 "run `lopen doctor` to check the CLI and your credentials",
             ) from exc
 
-    def _process_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.config.env)
-        # The model's shell should find the same Python (and its test runner) Lopen runs on.
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        if self.config.copilot_home:
-            env["COPILOT_HOME"] = self.config.copilot_home
+    @property
+    def _sandbox(self) -> SandboxConfig:
+        return self.config.sandbox or SandboxConfig(mode="policy")
+
+    def _confined_cli(self) -> tuple[str, list[str]]:
+        """Pick the kernel sandbox, make the model's temp folder, and return the command that
+        starts the CLI inside the sandbox. Also registers the secrets Lopen knows for redaction."""
+        from events.redaction import register_secrets
+        from lopen.sandbox import environment, kernel
+
+        sandbox = self._sandbox
         provider = self.config.provider
-        if provider and provider.base_url:
-            env["COPILOT_OFFLINE"] = "true"
-            env["COPILOT_PROVIDER_BASE_URL"] = provider.base_url
-            env["COPILOT_PROVIDER_TYPE"] = provider.type or "openai"
-            env.setdefault("COPILOT_MODEL", self.config.default_model)
-        return env
+        register_secrets(environment.known_secrets(os.environ, [provider.api_key] if provider else []))
+        self.protection = kernel.detect(sandbox.mode)
+        self._temp_dir = sandbox.temp_dir
+        if not self._temp_dir:
+            self._temp_dir, self._own_temp = tempfile.mkdtemp(prefix="lopen-model-"), True
+        byok = bool(provider and provider.base_url)
+        for folder in (self._temp_dir, self.config.copilot_home):  # to be bound writable, they must exist
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+        confinement = kernel.plan(sandbox, temp_dir=self._temp_dir, copilot_home=self.config.copilot_home, byok=byok)
+        if self.protection.kind != "policy":
+            kernel.unpack_cli(self.config.cli_path, self._process_env())
+        return kernel.launch(self.protection, confinement, self.config.cli_path)
+
+    def _process_env(self) -> dict[str, str]:
+        """The CLI's environment: an allowlist of Lopen's (lopen.sandbox.environment), never all of it."""
+        from lopen.sandbox.environment import cli_environment
+
+        provider = self.config.provider
+        byok = bool(provider and provider.base_url)
+        return cli_environment(
+            os.environ,
+            # The model's shell should find the same Python (and its test runner) Lopen runs on.
+            python_dir=str(Path(sys.executable).parent),
+            temp_dir=self._temp_dir,
+            copilot_home=self.config.copilot_home,
+            provider_base_url=provider.base_url if provider and byok else "",
+            provider_type=provider.type if provider else "",
+            model=self.config.default_model,
+            extra=self.config.env,
+        )
+
+    def _permission_handler(
+        self, request: InvocationRequest, tools: Sequence[LopenTool], emit: EventCallback
+    ) -> tuple[Callable[[Any, Any], Any], Callable[[Any], None]]:
+        """The session's permission handler: Lopen's policy (lopen.sandbox.policy), every decision
+        emitted as a PermissionDecision. Returns ``(handler, observer)``: the observer, registered
+        with ``session.on``, tells the handler which sub-agent asked."""
+        from lopen.sandbox.policy import permission_handler, policy_for
+
+        policy = policy_for(
+            self._sandbox,
+            cwd=request.working_directory,
+            temp_dir=self._temp_dir,
+            tools=[t.name for t in tools],
+            confinement=self.protection.confinement if self.protection else "none",
+        )
+        askers = _Askers()
+
+        def report(decision: Any, asked: Any) -> None:
+            emit(
+                PermissionDecision(decision.kind, decision.target, decision.allowed, decision.reason, askers.pop(asked))
+            )
+
+        return permission_handler(policy, report), askers.observe
 
     def _run(self, coro: Any, timeout: float | None = None) -> Any:
         if threading.current_thread() is self._thread:
@@ -257,17 +326,16 @@ class Gateway:
         emit: EventCallback,
         attempts: list[Attempt],
     ) -> InvocationResult:
-        from copilot.session import PermissionHandler
-
         run = _SessionRun(model, emit)
         begun = time.monotonic()
         session = None
         options: dict[str, Any] = {}
         if not request.builtin_tools:
             options["available_tools"] = [t.name for t in tools]  # nothing of the CLI's own
+        on_permission, permission_asker = self._permission_handler(request, tools, emit)
         try:
             session = await self._client.create_session(
-                on_permission_request=PermissionHandler.approve_all,
+                on_permission_request=on_permission,
                 model=model,
                 tools=[to_sdk_tool(t) for t in tools],
                 system_message={"mode": request.system_mode, "content": request.system_message},
@@ -276,6 +344,7 @@ class Gateway:
                 provider=self._provider_dict(),
                 **options,
             )
+            session.on(permission_asker)
             session.on(run.observe)
             await session.send_and_wait(request.prompt, timeout=request.timeout)
         except TimeoutError:
@@ -310,6 +379,27 @@ class Gateway:
         if provider.api_key:
             config["api_key"] = provider.api_key
         return config
+
+
+class _Askers:
+    """Which agent asked each pending permission request: the SDK hands the handler the request
+    alone, while the session event carrying it (seen first, by ``observe``) names the agent."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Any, str]] = []
+
+    def observe(self, event: Any) -> None:
+        data = event.data
+        if type(data).__name__ == "PermissionRequestedData" and data.permission_request is not None:
+            agent = getattr(event, "agent_id", None) or getattr(data, "owner_agent_id", None) or ""
+            self._pending.append((data.permission_request, agent))
+
+    def pop(self, request: Any) -> str:
+        for index, (pending, agent) in enumerate(self._pending):
+            if pending is request:
+                del self._pending[index]
+                return agent
+        return ""
 
 
 class _SessionRun:

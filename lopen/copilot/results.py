@@ -178,7 +178,11 @@ class ModelFellBack(StreamEvent, frozen=True):
 
 
 class PermissionDecision(StreamEvent, frozen=True):
-    """The sandbox policy's answer to one permission request of the CLI (recorded as PermissionDecided)."""
+    """The sandbox policy's answer to one permission request of the Copilot CLI (G7).
+
+    ``kind`` is the CLI's request kind (write, read, shell, url, mcp, …), ``target`` the path,
+    command or URL it names, ``agent_id`` the sub-agent that asked ("" for the session's own
+    agent)."""
 
     kind: str
     target: str

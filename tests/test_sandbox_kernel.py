@@ -1,0 +1,290 @@
+"""The kernel sandboxes, for real: processes started under bubblewrap and under Landlock try to
+write outside their worktree, read Lopen's state and secrets, and plant git hooks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sandbox_project import SENTINEL, SandboxProject, make_project
+
+from lopen.errors import LopenError
+from lopen.sandbox import SandboxConfig, bwrap, kernel, landlock
+from lopen.sandbox.kernel import Protection, choose
+
+
+def available(kind: str) -> str:
+    """Why ``kind`` cannot run here, or ""."""
+    if kind == "bwrap":
+        return kernel.bwrap_status()[1]
+    return kernel.landlock_status()[1]
+
+
+KINDS = [
+    pytest.param(kind, marks=pytest.mark.skipif(bool(available(kind)), reason=available(kind)))
+    for kind in ("bwrap", "landlock")
+]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> SandboxProject:
+    return make_project(tmp_path)
+
+
+class Confined:
+    """Runs shell commands the way the Copilot CLI would run them: inside the sandbox."""
+
+    def __init__(self, kind: str, project: SandboxProject, temp: Path) -> None:
+        config = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree))
+        self.plan = kernel.plan(
+            config, temp_dir=str(temp), copilot_home=str(project.lopen / "copilot"), byok=True, home=str(project.home)
+        )
+        self.path, self.args = kernel.launch(Protection(kind, ""), self.plan, "/bin/sh")  # type: ignore[arg-type]
+        self.project = project
+        self.env = {"PATH": os.environ["PATH"], "HOME": str(project.home), "TMPDIR": str(temp), "LANG": "C.UTF-8"}
+
+    def run(self, command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.path, *self.args, "-c", command],
+            cwd=self.project.worktree,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+@pytest.fixture(params=KINDS)
+def confined(request: pytest.FixtureRequest, project: SandboxProject, tmp_path: Path) -> Confined:
+    temp = tmp_path / "model-tmp"
+    temp.mkdir()
+    return Confined(request.param, project, temp)
+
+
+def test_the_worktree_and_temp_are_writable(confined):
+    done = confined.run('echo inside > made.txt && mkdir -p src/pkg && echo t > "$TMPDIR/t" && cat made.txt')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "inside"
+    assert (confined.project.worktree / "src" / "pkg").is_dir()
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "{outside}/pwned.txt",
+        "{root}/README.md",
+        "{root}/new-file",
+        "{root}/.lopen/config.json",
+        "{root}/.lopen/store.sqlite",
+        "{root}/docs/requirements/slugify/SPECIFICATION.md",
+        "{root}/.git/hooks/post-commit",
+        "{root}/.git/config",
+        "{root}/.git/refs/heads/main",
+        "{home}/.bashrc",
+        "/etc/lopen-sandbox-escape",
+    ],
+)
+def test_writes_anywhere_else_fail(confined, target):
+    project = confined.project
+    path = Path(target.format(outside=project.outside, root=project.root, home=project.home))
+    before = path.read_text() if path.is_file() else None
+    done = confined.run(f"echo pwned >> '{path}'")
+    assert done.returncode != 0
+    assert (path.read_text() if path.is_file() else None) == before
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "{root}/.lopen/config.json",
+        "{root}/.lopen/store.sqlite",
+        "{root}/.lopen/project-id",
+        "{root}/docs/requirements/slugify/SPECIFICATION.md",
+        "{home}/.ssh/id_ed25519",
+        "../../config.json",
+    ],
+)
+def test_lopens_state_the_spec_and_secrets_cannot_be_read(confined, target):
+    project = confined.project
+    done = confined.run(f"cat '{target.format(root=project.root, home=project.home)}'")
+    assert done.returncode != 0
+    assert SENTINEL not in done.stdout
+
+
+def test_the_shadow_file_cannot_be_read(confined):
+    done = confined.run("cat /etc/shadow")
+    assert "root:" not in done.stdout
+
+
+def test_the_users_checkout_stays_readable(confined):
+    done = confined.run(f"cat '{confined.project.root}/README.md' && ls '{confined.project.root}'")
+    assert done.returncode == 0, done.stderr
+    assert "a project" in done.stdout
+
+
+def test_git_works_in_the_worktree_but_cannot_move_a_branch_or_plant_a_hook(confined):
+    project = confined.project
+    branch = f"lopen/{project.module}"
+    before = {b: project.branch_sha(b) for b in ("main", branch)}
+    done = confined.run("echo x > feature.py && git add feature.py && git status --short")
+    assert done.returncode == 0, done.stderr
+    assert "A  feature.py" in done.stdout  # the worktree's index and the object store are writable
+
+    commit = confined.run(
+        "git -c user.name=m -c user.email=m@x commit -qm evil; "
+        "git update-ref refs/heads/main HEAD; "
+        "echo 'echo pwned' > \"$(git rev-parse --git-common-dir)/hooks/post-commit\"; "
+        "git config core.hooksPath /tmp"
+    )
+    assert commit.returncode != 0
+    assert {b: project.branch_sha(b) for b in ("main", branch)} == before
+    assert not (project.root / ".git" / "hooks" / "post-commit").exists()
+    assert "hooksPath" not in (project.root / ".git" / "config").read_text()
+
+
+def test_another_modules_worktree_cannot_be_written(confined):
+    other = confined.project.lopen / "worktrees" / "other"
+    other.mkdir()
+    done = confined.run(f"echo x > '{other}/file'")
+    assert done.returncode != 0
+    assert not (other / "file").exists()
+
+
+def test_lopens_environment_cannot_be_read_nor_lopen_signalled(confined):
+    sentinel = f"{SENTINEL}-environ"
+    sleeper = subprocess.Popen(["sleep", "60"], env={**os.environ, "LOPEN_TEST_SECRET": sentinel})
+    try:
+        done = confined.run(f"cat /proc/{sleeper.pid}/environ; kill -TERM {sleeper.pid}")
+        assert sentinel not in done.stdout
+        assert sleeper.poll() is None  # still alive: the signal did not reach it
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_bwrap_keeps_the_worktrees_git_pointer_read_only(project, tmp_path):
+    if available("bwrap"):
+        pytest.skip(available("bwrap"))
+    temp = tmp_path / "t"
+    temp.mkdir()
+    done = Confined("bwrap", project, temp).run("echo 'gitdir: /elsewhere' > .git")
+    assert done.returncode != 0
+    assert (project.worktree / ".git").read_text().startswith(f"gitdir: {project.root}/.git/worktrees/")
+
+
+# -- the plan and the launch command --------------------------------------------------------------
+
+
+def test_the_plan_for_a_linked_worktree(project, tmp_path):
+    config = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree))
+    plan = kernel.plan(config, temp_dir=str(tmp_path / "t"), copilot_home="", byok=False, home=str(project.home))
+    git_dir = project.root / ".git"
+    assert plan.writable == (
+        str(project.worktree),
+        str(tmp_path / "t"),
+        str(project.home / ".copilot"),  # the CLI's default home when none is set
+        str(git_dir / "worktrees" / project.module),
+        str(git_dir / "objects"),
+    )
+    assert plan.read_only == (
+        str(git_dir / "objects" / "pack"),
+        str(git_dir / "objects" / "info"),
+        str(project.worktree / ".git"),
+    )
+    assert str(project.lopen) in plan.hidden
+    assert str(project.root / "docs" / "requirements") in plan.hidden
+    assert str(project.home / ".ssh") in plan.hidden
+    assert str(project.home / ".copilot") not in plan.hidden  # GitHub routing: the CLI's own login
+
+
+def test_bwrap_binds_writable_places_after_hiding_their_parents():
+    args = bwrap.arguments(writable=["/tmp"], hidden=["/etc", "/tmp/secret-inside-writable"], read_only=[])
+    assert args[: len(bwrap.BASE)] == list(bwrap.BASE)
+    order = [args.index("--tmpfs"), args.index("--bind")]
+    assert order == sorted(order)  # /etc hidden, then /tmp bound
+
+
+def test_landlock_launches_through_this_python_and_the_standalone_module(project, tmp_path):
+    plan = kernel.Plan(writable=(str(project.worktree),), hidden=(str(project.lopen),))
+    path, args = kernel.launch(Protection("landlock", ""), plan, "/usr/bin/copilot")
+    assert path == sys.executable
+    assert args == [
+        "-I",
+        landlock.__file__,
+        "--rw",
+        str(project.worktree),
+        "--hide",
+        str(project.lopen),
+        "--",
+        "/usr/bin/copilot",
+    ]
+    assert kernel.launch(Protection("policy", ""), plan, "/usr/bin/copilot") == ("/usr/bin/copilot", [])
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "says"),
+    [
+        (["--rw"], 2, "unexpected argument '--rw'"),
+        (["--rw", "/tmp"], 2, "no command after --"),
+        (["--write", "/tmp", "--", "true"], 2, "unexpected argument '--write'"),
+        (["--", "/no/such/program"], 127, "cannot run /no/such/program"),
+    ],
+)
+def test_the_landlock_launcher_explains_bad_usage(argv, status, says):
+    if available("landlock") and status == 127:
+        pytest.skip(available("landlock"))
+    done = subprocess.run([sys.executable, "-m", "lopen.sandbox.landlock", *argv], capture_output=True, text=True)
+    assert done.returncode == status
+    assert says in done.stderr
+
+
+# -- choosing the protection --------------------------------------------------------------------
+
+BWRAP = ("bubblewrap 0.8.0", "")
+NO_BWRAP = ("", "bwrap is not installed")
+LANDLOCK = (7, "")
+NO_LANDLOCK = (0, "this kernel has no Landlock")
+
+
+@pytest.mark.parametrize(
+    ("mode", "bwrap_found", "landlock_found", "kind"),
+    [
+        ("auto", BWRAP, LANDLOCK, "bwrap"),
+        ("auto", NO_BWRAP, LANDLOCK, "landlock"),
+        ("auto", NO_BWRAP, NO_LANDLOCK, "policy"),
+        ("bwrap", BWRAP, NO_LANDLOCK, "bwrap"),
+        ("landlock", BWRAP, LANDLOCK, "landlock"),
+        ("policy", BWRAP, LANDLOCK, "policy"),
+    ],
+)
+def test_the_strongest_protection_that_works_is_chosen(mode, bwrap_found, landlock_found, kind):
+    assert choose(mode, bwrap_found, landlock_found).kind == kind
+
+
+def test_falling_back_to_the_policy_warns_once_with_the_reasons_and_the_fix():
+    protection = choose("auto", NO_BWRAP, NO_LANDLOCK)
+    assert protection.confinement == "none"
+    assert "bwrap is not installed" in protection.warning and "no Landlock" in protection.warning
+    assert "apt-get install bubblewrap" in protection.warning
+    assert choose("policy", NO_BWRAP, NO_LANDLOCK).warning == ""  # chosen, not a fallback
+
+
+@pytest.mark.parametrize(("mode", "what"), [("bwrap", "bubblewrap cannot"), ("landlock", "Landlock is not available")])
+def test_an_explicit_kernel_sandbox_that_cannot_run_is_an_error(mode, what):
+    with pytest.raises(LopenError) as caught:
+        choose(mode, NO_BWRAP, NO_LANDLOCK)
+    assert what in caught.value.what
+    assert "sandbox.mode to auto" in caught.value.how
+
+
+def test_detection_here_matches_what_runs_here():
+    protection = kernel.detect("auto")
+    if not available("bwrap"):
+        assert protection.kind == "bwrap" and "bubblewrap" in protection.detail
+    elif not available("landlock"):
+        assert protection.kind == "landlock"
+    else:
+        assert protection.warning
