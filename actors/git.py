@@ -56,7 +56,8 @@ class GitActor(pykka.ThreadingActor):
         committed as ``docs(<module>): the approved specification`` when it differs."""
         created, base = self.worktree.ensure()
         state = self.journal.snapshot()
-        if created or not state.branch or state.worktree != str(self.worktree.path):
+        created = created or not state.branch  # the engine may have made it already, before the CLI started
+        if created or state.worktree != str(self.worktree.path):
             self.journal.record(
                 ev.BranchEnsured(
                     branch=self.worktree.branch,

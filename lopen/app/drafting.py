@@ -32,17 +32,18 @@ def draft_spec(
     root: Path, module: str, settings: Settings, say: Callable[[str], None], prompt: str
 ) -> tuple[int, str, str]:
     """Have the model draft ``docs/requirements/<module>/SPECIFICATION.md``; returns (exit code, session, detail)."""
-    config = gateway_config(settings, root)
+    worktree = worktree_for(root, module, settings)
+    config = gateway_config(settings, root, worktree)
     register_secrets(known_secrets(settings))
     ensure_lopen_dir(root)
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store, module_lock(root, module):
         journal = Journal(store, project, module)
-        worktree = worktree_for(root, module, settings)
-        worktree.ensure()
+        worktree.ensure()  # before the CLI starts: its sandbox binds the worktree, which must exist
         with Gateway(config) as gateway:
+            protection = gateway.protection.kind if gateway.protection else "policy"
             session_id = open_session(
-                journal, settings, resume=None, no_resume=True, protection="policy", worktree=worktree.path
+                journal, settings, resume=None, no_resume=True, protection=protection, worktree=worktree.path
             )
             say(f"session {session_id}")
             subscription = store.subscribe(renderer(say, journal.stream))

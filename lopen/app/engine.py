@@ -37,6 +37,7 @@ from lopen.documents.paths import spec_path
 from lopen.errors import InterventionRequired, LopenError
 from lopen.git import Worktree, who
 from lopen.project import ensure_lopen_dir, open_store
+from lopen.sandbox.config import sandbox_config
 from lopen.workflow.evidence import EvidenceCollector
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.oracle import Verdict
@@ -47,9 +48,14 @@ from lopen.workflow.toolbox import Toolbox
 STOP_TIMEOUT = 3.0  # seconds the actors and the CLI get to stop
 
 
-def gateway_config(settings: Settings, root: Path) -> GatewayConfig:
-    """With a BYOK provider the CLI keeps its state under `.lopen/copilot/`: no GitHub login is needed."""
+def gateway_config(settings: Settings, root: Path, worktree: Worktree | None = None) -> GatewayConfig:
+    """With a BYOK provider the CLI keeps its state under `.lopen/copilot/`: no GitHub login is needed.
+    The model is confined to ``worktree`` (and a temp folder of Lopen's) by ``lopen.sandbox``."""
     provider = settings.provider
+    sandbox = None
+    if worktree is not None:
+        temp = root / ".lopen" / "tmp" / worktree.path.name
+        sandbox = sandbox_config(settings, root, worktree.path, temp_dir=temp)
     return GatewayConfig(
         cli_path=find_cli(settings.copilot.cli_path).path,
         default_model=settings.models.building,
@@ -65,6 +71,7 @@ def gateway_config(settings: Settings, root: Path) -> GatewayConfig:
         retry_base_delay=settings.copilot.retry_base_delay,
         retry_max_delay=settings.copilot.retry_max_delay,
         copilot_home=str(root / ".lopen" / "copilot") if provider.base_url else "",
+        sandbox=sandbox,
     )
 
 
@@ -164,7 +171,7 @@ def run_module(
             "each verified task is committed on lopen/<module>; there is no way to work without git",
             "set it back: `lopen config set git.enabled true`",
         )
-    config = gateway_config(settings, root)  # the CLI is found before anything is recorded
+    find_cli(settings.copilot.cli_path)  # the CLI is found before anything is recorded
     register_secrets(known_secrets(settings))
     ensure_lopen_dir(root)
     store, project = open_store(root, settings.store.url, settings.project.id)
@@ -177,12 +184,21 @@ def run_module(
             if not replan and journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
                 return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
             interrupt = interrupt if interrupt is not None else Interrupt()
-            gateway = Gateway(config).start()
+            worktree.ensure()  # before the CLI starts: its sandbox binds the worktree, which must exist
+            gateway = Gateway(gateway_config(settings, root, worktree)).start()
             try:
+                protection = gateway.protection
                 session_id = open_session(
-                    journal, settings, resume=resume, no_resume=no_resume, protection="policy", worktree=worktree.path
+                    journal,
+                    settings,
+                    resume=resume,
+                    no_resume=no_resume,
+                    protection=protection.kind if protection else "policy",
+                    worktree=worktree.path,
                 )
                 say(f"session {session_id}")
+                if protection is not None and protection.warning:
+                    say(f"! sandbox: {protection.warning}")
                 subscription = store.subscribe(renderer(say, journal.stream))
                 try:
                     if replan:
