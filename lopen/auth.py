@@ -81,24 +81,6 @@ def auth_status(settings: Settings, env: Mapping[str, str] | None = None) -> Aut
     return github_status(settings, env)
 
 
-def known_secrets(settings: Settings, env: Mapping[str, str] | None = None) -> list[str]:
-    """The secret values Lopen knows of: the provider's API key, the GitHub tokens in the environment,
-    and any environment variable named like a secret. The event store redacts each of them wherever it
-    appears (``events.redaction.register_secrets``), whatever its length or shape."""
-    from events.redaction import is_secret_key
-
-    env = os.environ if env is None else env
-    values = [settings.provider.api_key, *(env.get(name, "") for name in TOKEN_VARS)]
-    values += [
-        value
-        for name, value in env.items()
-        if is_secret_key(name)
-        and not name.upper().endswith(("PWD", "SOCK", "AUTHORITY"))  # the working directory, agent sockets
-        and not value.startswith("/")  # a path names where a secret is, it is not one
-    ]
-    return [v for v in values if v]
-
-
 def preflight(settings: Settings, env: Mapping[str, str] | None = None) -> None:
     """Stop before any work when no model can be reached: raise LopenError (exit 1) with the fix."""
     status = auth_status(settings, env)

@@ -14,9 +14,7 @@ from pathlib import Path
 from events import catalogue as ev
 from events.journal import Journal
 from events.locks import module_lock
-from events.redaction import register_secrets
 from lopen.app.engine import gateway_config, open_session, worktree_for
-from lopen.auth import known_secrets
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway
 from lopen.documents.paths import spec_path
@@ -34,7 +32,6 @@ def draft_spec(
     """Have the model draft ``docs/requirements/<module>/SPECIFICATION.md``; returns (exit code, session, detail)."""
     worktree = worktree_for(root, module, settings)
     config = gateway_config(settings, root, worktree)
-    register_secrets(known_secrets(settings))
     ensure_lopen_dir(root)
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store, module_lock(root, module):

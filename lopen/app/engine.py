@@ -24,11 +24,9 @@ from actors.messages import RunResult, VerifyRequest
 from events import catalogue as ev
 from events.journal import Journal
 from events.locks import module_lock
-from events.redaction import register_secrets
 from events.store import EventStore
 from lopen import __version__
 from lopen.app.interrupt import stopping_on_signals
-from lopen.auth import known_secrets
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
 from lopen.copilot.locate import find_cli
@@ -172,7 +170,6 @@ def run_module(
             "set it back: `lopen config set git.enabled true`",
         )
     find_cli(settings.copilot.cli_path)  # the CLI is found before anything is recorded
-    register_secrets(known_secrets(settings))
     ensure_lopen_dir(root)
     store, project = open_store(root, settings.store.url, settings.project.id)
     try:

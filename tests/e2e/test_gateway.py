@@ -237,3 +237,98 @@ def test_no_cli_process_survives_ctrl_c_or_an_exception(scripted, cli_path, tmp_
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid), json.dumps({"stderr": child.stderr.read()[-500:]})
+
+
+SUBAGENT_PLAYBOOK = """
+[playbook]
+name = "subagent"
+models = ["scripted-main"]
+
+[[rule]]
+name = "sub"
+match = { user_contains = "SUB-AGENT WORK" }
+  [[rule.turn]]
+  text = "Running it."
+  tool_calls = [ { name = "bash", arguments = { command = "echo from-the-sub-agent", description = "say it" } } ]
+  usage = { prompt_tokens = 700, completion_tokens = 20 }
+  [[rule.turn]]
+  text = "The sub-agent is done."
+  usage = { prompt_tokens = 800, completion_tokens = 10 }
+
+[[rule]]
+name = "main"
+match = { user_contains = "delegate it" }
+  [[rule.turn]]
+  text = "Delegating."
+  tool_calls = [ { name = "task", arguments = { name = "helper", description = "run the sub work", prompt = "SUB-AGENT WORK: echo a line", agent_type = "task", mode = "sync", model = "scripted-main" } } ]
+  usage = { prompt_tokens = 1000, completion_tokens = 40 }
+  [[rule.turn]]
+  text = "All done."
+  usage = { prompt_tokens = 1100, completion_tokens = 5 }
+"""
+
+
+def test_a_sub_agents_calls_and_usage_are_reported_with_its_agent_id(scripted, gateway_for, tmp_path):
+    """Issue 15: a sub-agent started through the CLI's `task` tool — its model calls and tool calls are
+    reported (attributed by agent id), so they are recorded and counted, never dropped."""
+    server = scripted(SUBAGENT_PLAYBOOK)
+    gateway = gateway_for(server)
+    events: list[StreamEvent] = []
+    result = gateway.invoke(
+        msgspec.structs.replace(request("delegate it"), working_directory=str(tmp_path)), [], on_event=events.append
+    )
+
+    assert result.error is None, result.error
+    assert result.final_message == "All done."  # the session's own answer, not the sub-agent's
+    usage = [e for e in events if type(e).__name__ == "UsageReported"]
+    answered = [r for r in server.chat_requests if r.response_kind == "ok"]
+    assert len(usage) == len(answered) == 4
+    assert sum(u.input for u in usage) == sum(r.usage.prompt_tokens for r in answered) == 3600
+    by_agent = {u.agent_id for u in usage}
+    assert "" in by_agent and len(by_agent) == 2  # the session's calls and the sub-agent's
+    assert sum(u.first_of_attempt for u in usage) == 1  # one user prompt: one premium charge
+    sub_tools = [c for c in result.tool_calls if c.agent_id]
+    assert [c.name for c in sub_tools] == ["bash"] and "from-the-sub-agent" in sub_tools[0].result
+    assert [c.name for c in result.tool_calls if not c.agent_id] == ["task"]
+
+
+RETRY_PLAYBOOK = """
+[playbook]
+name = "retry"
+models = ["scripted-main"]
+
+[[rule]]
+name = "fails-after-a-call"
+match = { user_contains = "flaky work", from_turn = 1 }
+max_uses = 6
+  [[rule.turn]]
+  fault = "drop"
+
+[[rule]]
+name = "work"
+match = { user_contains = "flaky work" }
+  [[rule.turn]]
+  text = "Calling echo."
+  tool_calls = [ { name = "echo", arguments = { text = "hello" } } ]
+  usage = { prompt_tokens = 900, completion_tokens = 30 }
+  [[rule.turn]]
+  text = "All done."
+  usage = { prompt_tokens = 950, completion_tokens = 12 }
+"""
+
+
+def test_a_gateway_retry_keeps_the_usage_of_every_attempt(scripted, gateway_for):
+    """Issue 15: the first attempt made a model call before the CLI gave up; the gateway's retry is a
+    new attempt. Both attempts' calls are reported, and each attempt's first call is a new prompt."""
+    server = scripted(RETRY_PLAYBOOK)
+    gateway = gateway_for(server, retry_attempts=1)
+    events: list[StreamEvent] = []
+    result = gateway.invoke(request("flaky work"), [echo_tool()], on_event=events.append)
+
+    assert result.error is None, result.error
+    assert len(result.attempts) == 2 and result.attempts[0].error is not None
+    usage = [e for e in events if type(e).__name__ == "UsageReported"]
+    answered = [r for r in server.chat_requests if r.response_kind == "ok"]
+    assert len(usage) == len(answered) == 3  # turn 0 of the failed attempt, then turns 0 and 1
+    assert sum(u.input for u in usage) == sum(r.usage.prompt_tokens for r in answered) == 2750
+    assert [u.first_of_attempt for u in usage] == [True, True, False]
