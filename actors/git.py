@@ -137,6 +137,7 @@ class GitActor(pykka.ThreadingActor):
                 tree=task.tree,
                 parent=parent,
                 branch=self.worktree.branch,
+                invocation_id=task.invocation,
             )
         )
 

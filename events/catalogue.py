@@ -89,6 +89,7 @@ class SessionStarted(Event, kw_only=True):
     protection: str = ""
     worktree: str = ""
     worker: str = ""
+    command: str = ""  # what started it: run, plan, build, spec draft, demo
 
 
 class SessionPaused(Event, kw_only=True):
@@ -237,20 +238,24 @@ class UserMessageDelivered(Event, kw_only=True):
 
 class DependenciesRecorded(Event, kw_only=True):
     dependencies: tuple[Dependency, ...] = ()
+    invocation_id: str = ""
 
 
 class ComponentsRecorded(Event, kw_only=True):
     components: tuple[ComponentSpec, ...] = ()
+    invocation_id: str = ""
 
 
 class ComponentSelected(Event, kw_only=True):
     component: str
     reason: str = ""
+    invocation_id: str = ""
 
 
 class TasksRecorded(Event, kw_only=True):
     component: str
     tasks: tuple[TaskSpec, ...] = ()
+    invocation_id: str = ""
 
 
 class TaskStatusChanged(Event, kw_only=True):
@@ -338,6 +343,7 @@ class GuardrailTripped(Event, kw_only=True):
     category: str
     level: Level
     detail: str = ""
+    invocation_id: str = ""  # the invocation it happened in, when it happened in one
 
 
 class CorrectiveInstructionIssued(Event, kw_only=True):
@@ -397,6 +403,7 @@ class CommitRecorded(Event, kw_only=True):
     tree: str = ""
     parent: str = ""
     branch: str = ""
+    invocation_id: str = ""  # the invocation that completed the task
 
 
 class Reverted(Event, kw_only=True):

@@ -67,6 +67,7 @@ class TaskNode(msgspec.Struct, kw_only=True):
     state: TaskState = "pending"
     tree: str = ""  # the verified tree its completion is bound to
     commit: str = ""  # Lopen's commit of that tree
+    invocation: str = ""  # the invocation that completed it
     failures: int = 0
     reasons: list[str] = []
 
@@ -515,7 +516,7 @@ def _status(s: ModuleState, e: ev.TaskStatusChanged) -> None:
     task = s.tasks[e.task_id]
     task.state = e.to_state
     if e.to_state == "complete":
-        task.tree = e.tree
+        task.tree, task.invocation = e.tree, e.invocation_id
     else:
         _invalidate(s, "task", e.task_id)
     if e.to_state == "failed":

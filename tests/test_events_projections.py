@@ -1,39 +1,42 @@
-"""Projections: each read model on its own, plan.md, errors with seq numbers, incremental vs
-rebuilt (including a hypothesis property test), following the bus, and concurrent updaters."""
+"""Projections: sessions, tokens and the plan (whose row is the one fold), ``plan.md``, queries per
+project, problems reported with their seq instead of failing, following the bus, incremental vs
+rebuilt, concurrent updaters.
+
+``ProjectionsContract`` runs on SQLite and on the real PostgreSQL server (backends from
+tests/test_events_store.py); the rest runs on SQLite. The random-history property is in
+tests/test_fold_property.py.
+"""
 
 from __future__ import annotations
 
 import itertools
-import tempfile
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
+import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from test_events_store import (
+    AUTH,
+    PROJECT,
+    BackendFixtures,
+    Connect,
+    PostgresBackend,
+    SQLiteBackend,
+)
 
 from events import catalogue as ev
-from events.errors import ProjectionError
-from events.projections import Projections
-from events.projections.plan import aggregate, plan_path
-from events.recorded import module_stream, session_stream
+from events.errors import StoreWriteError
+from events.journal import Journal
+from events.projections import PROJECTIONS, Projections
+from events.projections.base import Projection
+from events.projections.plan import plan_path
+from events.recorded import module_stream
+from events.replay import session_records
+from events.report import session_report, to_markdown
 from events.store import EventStore
 
 DAY = date(2026, 11, 26)
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = EventStore.open(tmp_path)
-    yield s
-    s.close()
-
-
-def session(store: EventStore, module: str = "auth", *events: ev.Event, resumed_from: str = "") -> str:
-    sid = store.new_session_id(module, DAY, ev.SessionStarted(resumed_from=resumed_from, lopen_version="0.1"))
-    if events:
-        store.append(session_stream(sid), list(events))
-    return sid
 
 
 def plan_events(component: str = "tokens", n: int = 2) -> list[ev.Event]:
@@ -52,7 +55,34 @@ def plan_events(component: str = "tokens", n: int = 2) -> list[ev.Event]:
 
 
 def move(task: str, *states: str) -> list[ev.Event]:
-    return [ev.TaskStatusChanged(task_id=task, from_state=a, to_state=b) for a, b in itertools.pairwise(states)]
+    return [
+        ev.TaskStatusChanged(task_id=task, from_state=a, to_state=b, tree="t" if b == "complete" else "")
+        for a, b in itertools.pairwise(states)
+    ]
+
+
+def session(store: EventStore, module: str = "auth", *events: ev.Event, resumed_from: str = "") -> str:
+    """A new session of ``module`` recorded through a journal (as a run records it); its id."""
+    journal = Journal(store, PROJECT, module)
+    sid = journal.open_session(ev.SessionStarted(resumed_from=resumed_from, lopen_version="0.1"), DAY)
+    if events:
+        journal.record(*events)
+    return sid
+
+
+def record(store: EventStore, sid: str, *events: ev.Event, module: str = "auth") -> None:
+    Journal(store, PROJECT, module, sid).record(*events)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EventStore]:
+    s = EventStore.open(tmp_path)
+    s.projections.for_project(PROJECT)
+    yield s
+    s.close()
+
+
+# -- each read model ---------------------------------------------------------------------------------------
 
 
 def test_session_state_follows_the_lifecycle(store: EventStore) -> None:
@@ -60,58 +90,100 @@ def test_session_state_follows_the_lifecycle(store: EventStore) -> None:
     views = store.projections
     views.catch_up()
     s = views.sessions.get(sid)
-    assert (s.module, s.phase, s.step, s.status, s.reason) == ("auth", "planning", 2, "paused", "budget")
-    store.append(
-        session_stream(sid),
-        [
-            ev.SessionResumed(),
-            *plan_events(),
-            ev.ComponentSelected(component="tokens"),
-            *move("tokens/1", "pending", "in-progress"),
-        ],
+    assert s is not None
+    assert (s.module, s.project, s.phase, s.step, s.status, s.reason) == (
+        "auth",
+        PROJECT,
+        "planning",
+        2,
+        "paused",
+        "budget",
+    )
+    record(
+        store,
+        sid,
+        ev.SessionResumed(),
+        *plan_events(),
+        ev.ComponentSelected(component="tokens"),
+        *move("tokens/1", "pending", "in-progress"),
     )
     views.catch_up()
     s = views.sessions.get(sid)
-    assert (s.status, s.component, s.task) == ("running", "tokens", "tokens/1")
-    store.append(session_stream(sid), [*move("tokens/1", "in-progress", "complete"), ev.SessionCompleted()])
+    assert s is not None and (s.status, s.component, s.task) == ("running", "tokens", "tokens/1")
+    record(store, sid, *move("tokens/1", "in-progress", "complete"), ev.SessionCompleted())
     views.catch_up()
     s = views.sessions.get(sid)
-    assert (s.status, s.task) == ("completed", "") and s.ended_at > 0
+    assert s is not None and (s.status, s.task) == ("completed", "") and s.ended_at > 0
     other = session(store, "auth", ev.SessionFailed(reason="auth expired", error_kind="auth"))
     views.catch_up()
-    assert views.sessions.get(other).error_kind == "auth"
-    assert views.sessions.latest().id == other and views.sessions.latest("billing") is None
-    store.append(session_stream(other), [ev.SessionDeleted()])
+    failed = views.sessions.get(other)
+    assert failed is not None and failed.error_kind == "auth"
+    latest = views.sessions.latest()
+    assert latest is not None and latest.id == other and views.sessions.latest("billing") is None
+    record(store, other, ev.SessionDeleted())
     views.catch_up()
     assert [s.id for s in views.sessions.all()] == [sid]
-    assert views.sessions.latest().id == sid
+    latest = views.sessions.latest()
+    assert latest is not None and latest.id == sid
     assert len(views.sessions.all(include_deleted=True)) == 2
+    assert views.sessions.get(sid, project="another") is None
 
 
 def test_token_totals_per_invocation_session_and_module(store: EventStore) -> None:
-    def invocation(name: str, *usage: tuple[int, int, float]) -> list[ev.Event]:
+    def invocation(name: str, *usage: tuple[int, int, float], kind: str = "task") -> list[ev.Event]:
         return [
-            ev.InvocationStarted(invocation_id=name),
-            *(ev.TokensUsed(invocation_id=name, input=i, output=o, cache_read=10, premium=p) for i, o, p in usage),
+            ev.InvocationStarted(invocation_id=name, kind=kind),
+            *(
+                ev.TokensUsed(invocation_id=name, input=i, output=o, cache_read=10, premium=p, call_id=f"{name}{n}")
+                for n, (i, o, p) in enumerate(usage)
+            ),
             ev.ContextWindowMeasured(invocation_id=name, used=5000, limit=200000),
             ev.InvocationFinished(invocation_id=name),
         ]
 
-    first = session(store, "auth", *invocation("a", (100, 10, 1.0), (50, 5, 0.0)), *invocation("b", (7, 1, 0.33)))
+    first = session(
+        store,
+        "auth",
+        *invocation("a", (100, 10, 1.0), (50, 5, 0.0)),
+        ev.TokensUsed(invocation_id="a", input=3, output=2, agent_id="sub-1", call_id="a-sub"),  # a sub-agent's call
+        *invocation("o", (40, 4, 0.0), kind="oracle"),
+        *invocation("b", (7, 1, 0.33)),
+    )
     second = session(store, "auth", *invocation("c", (1000, 100, 1.0)), resumed_from=first)
     session(store, "billing", *invocation("d", (1, 1, 1.0)))
     views = store.projections
     views.catch_up()
     a = views.tokens.invocation("a")
-    assert (a.input, a.output, a.cache_read, a.premium, a.invocations, a.total) == (150, 15, 20, 1.0, 1, 165)
+    assert a is not None
+    assert (a.input, a.output, a.cache_read, a.premium, a.invocations, a.calls, a.total) == (
+        153,
+        17,
+        20,
+        1.0,
+        1,
+        3,
+        170,
+    )
     assert (a.context_used, a.context_limit) == (5000, 200000)
+    oracle = views.tokens.invocation("o")
+    assert oracle is not None and (oracle.invocations, oracle.oracle_invocations, oracle.input) == (0, 1, 40)
     s1 = views.tokens.session(first)
-    assert (s1.input, s1.output, s1.premium, s1.invocations) == (157, 16, 1.33, 2)
+    assert s1 is not None
+    assert (s1.input, s1.output, s1.premium, s1.invocations, s1.oracle_invocations, s1.calls) == (
+        200,
+        22,
+        1.33,
+        2,
+        1,
+        5,
+    )
     m = views.tokens.module("auth")  # survives resume: both sessions of the module add up exactly
-    assert (m.input, m.output, m.premium, m.invocations) == (1157, 116, 2.33, 3)
-    assert views.tokens.session(second).input == 1000
-    assert views.tokens.module("billing").invocations == 1
-    assert views.tokens.module("nothing") is None
+    assert m is not None and (m.input, m.output, m.premium, m.invocations, m.calls) == (1200, 122, 2.33, 3, 6)
+    s2 = views.tokens.session(second)
+    assert s2 is not None and s2.input == 1000
+    billing = views.tokens.module("billing")
+    assert billing is not None and billing.invocations == 1
+    assert views.tokens.module("nothing") is None and views.tokens.module("auth", project="another") is None
 
 
 def test_plan_tree_states_and_plan_md(store: EventStore, tmp_path: Path) -> None:
@@ -127,40 +199,34 @@ def test_plan_tree_states_and_plan_md(store: EventStore, tmp_path: Path) -> None
     views = store.projections
     views.catch_up()
     plan = views.plan.get("auth")
-    tokens, cli = plan.components
-    assert [t.state for t in tokens.tasks] == ["complete", "in-progress", "pending"]
-    assert (tokens.state, cli.state, plan.state, plan.selected) == ("in-progress", "complete", "in-progress", "tokens")
+    assert plan is not None and list(plan.components) == ["tokens", "cli"]  # in plan order
+    assert [t.state for t in plan.component_tasks("tokens")] == ["complete", "in-progress", "pending"]
+    assert (plan.component_state("tokens"), plan.component_state("cli"), plan.state, plan.selected) == (
+        "in-progress",
+        "complete",
+        "in progress",
+        "tokens",
+    )
     text = plan_path(tmp_path, "auth").read_text()
     assert text == views.plan.markdown("auth")
-    assert "- [ ] **tokens** — in-progress (selected)" in text
+    assert "- [ ] **tokens** `tokens` — in-progress (selected)" in text
     assert "  - [x] `tokens/1` Task 1" in text and "    - [x] step 1a" in text
     assert "  - [ ] `tokens/2` Task 2 — in-progress" in text
-    assert "- [x] **cli** — complete" in text and "- pyjwt (library): signing" in text
-    assert "State: in-progress — 1 of 3 tasks complete" in text
+    assert "- [x] **cli** `cli` — complete" in text and "- pyjwt (library): signing" in text
+    assert "State: in progress — 1 of 3 tasks complete" in text
+    assert text.index("**tokens**") < text.index("**cli**")
     # re-recording the tasks keeps the states of the tasks that stay
-    store.append(session_stream(sid), [plan_events(n=4)[1], *move("tokens/2", "in-progress", "failed")])
+    record(store, sid, plan_events(n=4)[1], *move("tokens/2", "in-progress", "failed"))
     views.catch_up()
-    tasks = views.plan.get("auth").components[0].tasks
-    assert [t.state for t in tasks] == ["complete", "failed", "pending", "pending"]
-    assert views.plan.get("auth").components[0].state == "failed"
-    store.append(session_stream(sid), [ev.TaskReopened(task_id="tokens/1", reason="commit gone")])
+    plan = views.plan.get("auth")
+    assert plan is not None
+    assert [t.state for t in plan.component_tasks("tokens")] == ["complete", "failed", "pending", "pending"]
+    assert plan.component_state("tokens") == "failed"
+    record(store, sid, ev.TaskReopened(task_id="tokens/1", reason="commit gone"))
     views.catch_up()
-    assert views.plan.get("auth").components[0].tasks[0].state == "pending"
-
-
-@pytest.mark.parametrize(
-    ("states", "expected"),
-    [
-        ([], "pending"),
-        (["pending", "pending"], "pending"),
-        (["complete", "complete"], "complete"),
-        (["complete", "failed", "in-progress"], "failed"),
-        (["complete", "pending"], "in-progress"),
-        (["in-progress"], "in-progress"),
-    ],
-)
-def test_parent_state_aggregation(states: list[str], expected: str) -> None:
-    assert aggregate(states) == expected
+    plan = views.plan.get("auth")
+    assert plan is not None and plan.tasks["tokens/1"].state == "pending"
+    assert "  - [ ] `tokens/1` Task 1" in plan_path(tmp_path, "auth").read_text()
 
 
 @pytest.mark.parametrize(
@@ -171,249 +237,157 @@ def test_parent_state_aggregation(states: list[str], expected: str) -> None:
         (ev.TaskStatusChanged(task_id="tokens/9", from_state="pending", to_state="in-progress"), "not in the plan"),
     ],
 )
-def test_an_event_a_projection_cannot_apply_is_reported_with_its_seq(
+def test_an_event_the_fold_cannot_apply_is_skipped_and_reported_with_its_seq(
     store: EventStore, bad: ev.Event, message: str
 ) -> None:
+    """Stored by hand or by an older Lopen (the journal would refuse it): the projections go on."""
     sid = session(store, "auth", *plan_events())
     store.append(
-        session_stream(sid), [ev.StepEntered(phase="building", step=6), bad, ev.StepEntered(phase="x", step=7)]
+        AUTH,
+        [
+            ev.StepEntered(phase="building", step=6, session_id=sid),
+            msgspec.structs.replace(bad, session_id=sid),
+            ev.StepEntered(phase="x", step=7, session_id=sid),
+        ],
     )
     bad_seq = store.last_seq() - 1
     views = store.projections
-    with pytest.raises(ProjectionError) as caught:
-        views.catch_up()
-    assert caught.value.seq == bad_seq and caught.value.projection == "plan"
-    assert message in caught.value.what and f"#{bad_seq}" in caught.value.what
-    # the events before it are applied and saved; it is not skipped
-    assert views.sessions.get(sid).step == 6
-    with pytest.raises(ProjectionError):
-        views.catch_up()
-    with pytest.raises(ProjectionError):
-        views.rebuild()
+    assert views.catch_up() == store.last_seq()
+    plan = views.plan.get("auth")
+    assert plan is not None and len(plan.problems) == 1
+    assert plan.problems[0].startswith(f"event #{bad_seq} TaskStatusChanged skipped: ") and message in plan.problems[0]
+    s = views.sessions.get(sid)
+    assert s is not None and s.step == 7  # the events after it are applied
+    assert [t.state for t in plan.ordered_tasks()] == ["pending", "pending"]  # and it is not
+    assert views.catch_up() == 0
+    result = views.rebuild()
+    assert result["problems"] == plan.problems and result["events"] == store.last_seq()
 
 
-def test_resume_points(store: EventStore) -> None:
+def test_a_projection_handler_that_raises_is_reported_and_the_others_go_on(store: EventStore) -> None:
+    """A bug in one projection's code makes it stale for that event, never stops a command."""
+
+    def broken(table: object, seq: int, event: ev.Event) -> None:
+        raise KeyError("boom")
+
+    extra = Projection(name="broken", row=PROJECTIONS[0].row, handlers={ev.StepEntered: broken})
+    views = Projections(store, (*PROJECTIONS, extra), project=PROJECT)
+    sid = session(store, "auth", ev.StepEntered(phase="planning", step=2), ev.ProgressReported(progress="x"))
+    assert views.catch_up() == 3
+    seq = next(r.seq for r in store.read_all() if isinstance(r.event, ev.StepEntered))
+    assert views.problems == [f"projection 'broken' skipped event #{seq} (StepEntered): KeyError: 'boom'"]
+    s = views.sessions.get(sid)
+    assert s is not None and s.step == 2
+    result = views.rebuild()
+    assert result["problems"] == views.problems[-1:] and result["rows"]["sessions"] == 1
+
+
+def test_the_resume_point_comes_from_the_module_history(store: EventStore) -> None:
+    """Where a session would resume (phase, step, component, task, last good commit), for the session that
+    paused and for the next one: a session is a view of its module's history."""
     first = session(
         store,
         "auth",
+        ev.BranchEnsured(branch="lopen/auth", base="base0"),
         *plan_events(),
         ev.StepEntered(phase="building", step=6),
         ev.ComponentSelected(component="tokens"),
         *move("tokens/1", "pending", "in-progress", "complete"),
-        ev.CommitRecorded(sha="aaa111", task_id="tokens/1"),
-        ev.CommitRecorded(sha="bbb222", message="chore: no task"),
+        ev.CommitRecorded(sha="aaa111", task_id="tokens/1", tree="t"),
         *move("tokens/2", "pending", "in-progress", "failed"),
         ev.SessionPaused(reason="churn"),
     )
     views = store.projections
     views.catch_up()
-    point = views.resume.get(first)
-    assert (point.phase, point.step, point.component, point.task, point.last_good_commit) == (
-        "building",
-        6,
-        "tokens",
-        "tokens/2",
-        "aaa111",
-    )
-    second = session(store, "auth", resumed_from=first)
+    report = session_report(views, first)
+    assert report is not None
+    assert (report["phase"], report["step"], report["status"]) == ("building", 6, "paused")
+    assert report["resume"] == {"step": 6, "component": "tokens", "task": "tokens/2", "last_good_commit": "aaa111"}
+    plan = views.plan.get("auth")
+    assert plan is not None and plan.unfinished_session() == first
+    second = session(store, "auth", ev.CommitRecorded(sha="bbb222", message="chore: no task"), resumed_from=first)
     views.catch_up()
-    inherited = views.resume.get(second)
-    assert (inherited.session_id, inherited.step, inherited.task, inherited.last_good_commit) == (
-        second,
-        6,
-        "tokens/2",
-        "aaa111",
-    )
-    store.append(session_stream(second), [ev.Reverted(from_sha="ccc", to_sha="999fff")])
+    report = session_report(views, second)
+    assert report is not None and report["resume"]["task"] == "tokens/2" and report["resume"]["component"] == "tokens"
+    assert report["resume"]["last_good_commit"] == "bbb222"
+    record(store, second, ev.Reverted(from_sha="bbb222", to_sha="aaa111"))
     views.catch_up()
-    assert views.resume.get(second).last_good_commit == "999fff"
-    assert views.resume.get(first).last_good_commit == "aaa111"
+    report = session_report(views, second)
+    assert report is not None and report["resume"]["last_good_commit"] == "aaa111"
+    old = session_report(views, first)  # the same module history, seen from the first session
+    assert old is not None and old["resume"]["last_good_commit"] == "aaa111"
+    assert [c["state"] for c in old["components"]] == ["failed", "complete"]
 
 
 def test_module_progress(store: EventStore) -> None:
-    store.append(module_stream("auth"), [ev.SpecApproved(spec_hash="h1")])
+    store.append(AUTH, [ev.SpecApproved(spec_hash="h1")])
     views = store.projections
     views.catch_up()
-    assert views.modules.get("auth").status == "not started"
+    plan = views.plan.get("auth")
+    assert plan is not None and plan.state == "not started"
     sid = session(store, "auth")
     views.catch_up()
-    assert views.modules.get("auth").status == "in progress"
-    store.append(session_stream(sid), [ev.SessionCompleted()])
+    assert views.plan.get("auth").state == "in progress"  # type: ignore[union-attr]
+    record(
+        store,
+        sid,
+        *plan_events(n=1),
+        *move("tokens/1", "pending", "in-progress", "complete"),
+        ev.OracleVerdictRecorded(scope="component", target="tokens", passed=True),
+        ev.SessionCompleted(),
+    )
     views.catch_up()
-    assert views.modules.get("auth").status == "complete"
-    store.append(module_stream("auth"), [ev.SpecDriftDetected(changed_sections=("Overview",), reentry_step=2)])
+    assert views.plan.get("auth").state == "in progress"  # type: ignore[union-attr]  # not verified as a module yet
+    record(store, sid, ev.OracleVerdictRecorded(scope="module", target="auth", passed=True))
     views.catch_up()
-    progress = views.modules.get("auth")
-    assert (progress.status, progress.sessions, progress.last_session) == ("in progress", 1, sid)
-    assert [m.module for m in views.modules.all()] == ["auth"]
+    assert views.plan.get("auth").state == "complete"  # type: ignore[union-attr]
+    store.append(AUTH, [ev.SpecDriftDetected(changed_sections=("Overview",), reentry_step=2)])
+    views.catch_up()
+    progress = views.plan.get("auth")
+    assert progress is not None and (progress.state, progress.replan_from, progress.last_session()) == (
+        "in progress",
+        2,
+        sid,
+    )
+    assert [m.module for m in views.plan.all()] == ["auth"]
 
 
 def test_follow_keeps_projections_and_plan_md_current(store: EventStore, tmp_path: Path) -> None:
     views = store.projections
     views.follow()
     sid = session(store, "auth", *plan_events())
-    assert views.sessions.get(sid).status == "running"  # no catch_up() needed
+    s = views.sessions.get(sid)
+    assert s is not None and s.status == "running"  # no catch_up() needed
     assert "`tokens/1` Task 1" in plan_path(tmp_path, "auth").read_text()
-    store.append(session_stream(sid), move("tokens/1", "pending", "in-progress"))
+    record(store, sid, *move("tokens/1", "pending", "in-progress"))
     assert "`tokens/1` Task 1 — in-progress" in plan_path(tmp_path, "auth").read_text()
     before = views.digest()
     views.rebuild()
     assert views.digest() == before
 
 
-def test_two_updaters_in_parallel_agree(tmp_path: Path) -> None:
-    """Two processes' projection updaters over one store (here two store objects) never double-count."""
-    a, b = EventStore.open(tmp_path), EventStore.open(tmp_path)
-    sid = session(a, "auth")
-    for i in range(30):
-        a.append(session_stream(sid), [ev.InvocationStarted(invocation_id=f"i{i}"), ev.TokensUsed(input=1, output=1)])
-        (a if i % 2 else b).projections.catch_up()
-        if i % 3 == 0:
-            a.projections.catch_up()
-    b.projections.catch_up()
-    assert a.projections.tokens.session(sid).input == 30
-    assert a.projections.tokens.session(sid).invocations == 30
-    digest = a.projections.digest()
-    a.projections.rebuild()
-    assert a.projections.digest() == digest
-    a.close()
-    b.close()
-
-
-# -- the property: random valid histories give the same projections incrementally and rebuilt ----------
-
-
-@st.composite
-def histories(draw: st.DrawFn) -> list[tuple[str, list[ev.Event]]]:
-    """Batches of (stream, events) that respect W5 and the session lifecycle."""
-    out: list[tuple[str, list[ev.Event]]] = []
-    tasks: dict[str, dict[str, str]] = {}  # module -> task -> state
-    sessions: list[tuple[str, str]] = []
-    counter = 0
-    for _ in range(draw(st.integers(1, 25))):
-        module = draw(st.sampled_from(["auth", "billing"]))
-        if not sessions or draw(st.integers(0, 5)) == 0:
-            counter += 1
-            sid = f"{module}-20261126-{counter}"
-            resumed = draw(st.sampled_from(["", *[s for s, _ in sessions]]))
-            resumed = resumed if resumed.startswith(module) else ""
-            out.append((session_stream(sid), [ev.SessionStarted(resumed_from=resumed)]))
-            sessions.append((sid, module))
-        sid, module = draw(st.sampled_from(sessions))
-        states = tasks.setdefault(module, {})
-        batch: list[ev.Event] = []
-        for _ in range(draw(st.integers(1, 6))):
-            kind = draw(st.integers(0, 9))
-            if kind == 0:
-                comp = draw(st.sampled_from(["tokens", "cli"]))
-                n = draw(st.integers(0, 3))
-                both = (ev.ComponentSpec(name="tokens", status="partial"), ev.ComponentSpec(name="cli"))
-                batch.append(ev.ComponentsRecorded(components=both))
-                batch.append(
-                    ev.TasksRecorded(
-                        component=comp,
-                        tasks=tuple(ev.TaskSpec(id=f"{comp}/{i}", name=f"t{i}", subtasks=("s",)) for i in range(n)),
-                    )
-                )
-                for task in [t for t in states if t.startswith(f"{comp}/")]:
-                    if int(task.split("/")[1]) >= n:
-                        del states[task]
-                for i in range(n):
-                    states.setdefault(f"{comp}/{i}", "pending")
-            elif kind in (1, 2) and states:
-                task = draw(st.sampled_from(sorted(states)))
-                options = sorted(b for a, b in ev.TASK_TRANSITIONS if a == states[task])
-                if options:
-                    to = draw(st.sampled_from(options))
-                    batch.append(ev.TaskStatusChanged(task_id=task, from_state=states[task], to_state=to))
-                    states[task] = to
-                else:
-                    batch.append(ev.TaskReopened(task_id=task))
-                    states[task] = "pending"
-            elif kind == 3:
-                inv = f"inv{draw(st.integers(0, 4))}"
-                batch.append(ev.InvocationStarted(invocation_id=inv))
-                batch.append(
-                    ev.TokensUsed(
-                        invocation_id=inv,
-                        input=draw(st.integers(0, 10**6)),
-                        output=draw(st.integers(0, 10**4)),
-                        premium=draw(st.sampled_from([0.0, 0.33, 1.0])),
-                    )
-                )
-            elif kind == 4:
-                batch.append(
-                    ev.StepEntered(phase=draw(st.sampled_from(["planning", "building"])), step=draw(st.integers(1, 7)))
-                )
-            elif kind == 5:
-                batch.append(ev.ComponentSelected(component=draw(st.sampled_from(["tokens", "cli"]))))
-            elif kind == 6:
-                batch.append(
-                    ev.CommitRecorded(
-                        sha=f"{draw(st.integers(0, 999)):040x}", task_id=draw(st.sampled_from(["", "tokens/0"]))
-                    )
-                )
-            elif kind == 7:
-                batch.append(
-                    draw(
-                        st.sampled_from(
-                            [ev.SessionPaused(), ev.SessionResumed(), ev.SessionCompleted(), ev.SessionFailed()]
-                        )
-                    )
-                )
-            elif kind == 8:
-                batch.append(ev.ContextWindowMeasured(invocation_id="inv0", used=draw(st.integers(0, 9)), limit=10))
-            else:
-                batch.append(ev.ProgressReported(progress="working"))
-        stream = session_stream(sid) if draw(st.booleans()) else module_stream(module)
-        if stream.startswith("module:"):
-            batch = [
-                e
-                for e in batch
-                if not isinstance(e, (ev.SessionPaused, ev.SessionResumed, ev.SessionCompleted, ev.SessionFailed))
-            ]
-            batch = [ev.SpecDriftDetected(), *batch]
-        out.append((stream, batch))
-    return out
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(history=histories(), catch_up_every=st.integers(1, 4), follow=st.booleans())
-def test_incremental_projections_equal_a_rebuild(
-    history: list[tuple[str, list[ev.Event]]], catch_up_every: int, follow: bool
-) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        store = EventStore.open(root)
-        views = Projections(store)
-        if follow:
-            views.follow()
-        for i, (stream, batch) in enumerate(history):
-            store.append(stream, batch)
-            if not follow and i % catch_up_every == 0:
-                views.catch_up()
+def test_queries_read_this_projects_rows_unless_told_otherwise(tmp_path: Path) -> None:
+    with EventStore.open(tmp_path) as store:
+        sid = session(store, "auth", *plan_events())
+        Journal(store, "other", "auth").open_session(ev.SessionStarted(), DAY)
+        views = store.projections  # no project chosen yet
         views.catch_up()
-        incremental = views.digest()
-        plans = {p: p.read_bytes() for p in sorted((root / ".lopen" / "modules").glob("*/plan.md"))}
-        result = views.rebuild()
-        assert result["events"] == store.last_seq()
-        assert views.digest() == incremental
-        assert {p: p.read_bytes() for p in plans} == plans
-        other = EventStore.open(root)  # another process, starting from the saved rows
-        assert other.projections.catch_up() == 0 and other.projections.digest() == incremental
-        other.close()
-        store.close()
+        assert views.sessions.all() == [] and views.sessions.get(sid) is None
+        assert [s.project for s in views.sessions.all(every_project=True)] == [PROJECT, "other"]
+        assert views.sessions.get(sid, project=PROJECT) is not None
+        views.for_project(PROJECT)
+        assert [s.id for s in views.sessions.all()] == [sid]
+        assert [p.project for p in views.plan.all()] == [PROJECT]
+        assert views.plan.get("auth", project="other") is not None
 
 
 def test_a_failed_save_does_not_count_events_twice(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection: the projections' write fails once (as on a full disk); the retry starts
     from what was saved, not from the half-applied state in memory."""
-    from events.errors import StoreWriteError
-
     sid = session(store, "auth")
     views = store.projections
     views.catch_up()
-    store.append(session_stream(sid), [ev.InvocationStarted(invocation_id="a"), ev.TokensUsed(input=5)])
+    record(store, sid, ev.InvocationStarted(invocation_id="a"), ev.TokensUsed(invocation_id="a", input=5))
     real_save = store.backend.views.save
 
     def failing_save(*args: object) -> None:
@@ -424,4 +398,132 @@ def test_a_failed_save_does_not_count_events_twice(store: EventStore, monkeypatc
     with pytest.raises(StoreWriteError):
         views.catch_up()
     views.catch_up()
-    assert views.tokens.session(sid).input == 5 and views.tokens.session(sid).invocations == 1
+    totals = views.tokens.session(sid)
+    assert totals is not None and (totals.input, totals.invocations, totals.calls) == (5, 1, 1)
+
+
+# -- on every backend ------------------------------------------------------------------------------------------
+
+
+class ProjectionsContract(BackendFixtures):
+    def test_kept_incrementally_by_two_updaters_equals_a_rebuild(
+        self, store: EventStore, connect: Connect, root: Path
+    ) -> None:
+        views = store.projections.for_project(PROJECT)
+        views.follow()  # kept current after every append
+        updater = connect()  # and a second updater (another process) catching up now and then
+        updater.projections.for_project(PROJECT)
+        sids = []
+        for module in ("auth", "billing"):
+            store.append(module_stream(PROJECT, module), [ev.SpecApproved(spec_hash=f"{module}-hash")])
+            journal = Journal(store, PROJECT, module)
+            sids.append(journal.open_session(ev.SessionStarted(lopen_version="0.1"), DAY))
+            journal.record(*plan_events("core", 3), ev.ComponentSelected(component="core"))
+            for i in range(1, 4):
+                inv = f"inv-{len(sids)}-{i}"
+                journal.record(
+                    ev.StepEntered(phase="building", step=6),
+                    *move(f"core/{i}", "pending", "in-progress"),
+                    ev.InvocationStarted(invocation_id=inv, model="gpt-5", kind="task"),
+                    ev.TokensUsed(invocation_id=inv, input=1000 + len(sids), output=100, cache_read=10, premium=1.0),
+                    ev.ContextWindowMeasured(invocation_id=inv, used=5000, limit=200000),
+                    ev.InvocationFinished(invocation_id=inv),
+                    *move(f"core/{i}", "in-progress", "complete"),
+                    ev.CommitRecorded(sha=f"{len(sids)}{i}".ljust(40, "0"), task_id=f"core/{i}", tree="t"),
+                )
+                updater.projections.catch_up()
+        Journal(store, PROJECT, "auth", sids[0]).record(ev.SessionCompleted())
+        billing = Journal(store, PROJECT, "billing")
+        resumed = billing.open_session(ev.SessionStarted(resumed_from=sids[1]), DAY)
+        billing.record(ev.SessionPaused(reason="budget"))
+        assert views.catch_up() == 0  # follow() already applied everything
+        updater.projections.catch_up()
+        incremental = views.digest()
+        assert updater.projections.digest() == incremental
+
+        first = views.sessions.get(sids[0])
+        paused = views.sessions.get(resumed)
+        assert first is not None and first.status == "completed"
+        assert paused is not None and (paused.status, paused.reason, paused.resumed_from) == (
+            "paused",
+            "budget",
+            sids[1],
+        )
+        tokens = views.tokens.module("auth")
+        assert tokens is not None and (tokens.input, tokens.output, tokens.premium, tokens.invocations) == (
+            3003,
+            300,
+            3.0,
+            3,
+        )
+        billing_plan = views.plan.get("billing")
+        assert billing_plan is not None and [t.state for t in billing_plan.component_tasks("core")] == ["complete"] * 3
+        assert billing_plan.tip == "2300000000000000000000000000000000000000"
+        assert "`core/3` Task 3" in plan_path(root, "billing").read_text()
+
+        result = views.rebuild()
+        assert result["events"] == len(list(store.read_all())) and result["problems"] == []
+        assert views.digest() == incremental  # byte-identical
+        fresh = connect()  # another process starts from the saved rows
+        assert fresh.projections.catch_up() == 0 and fresh.projections.digest() == incremental
+
+    def test_two_updaters_in_parallel_agree(self, connect: Connect) -> None:
+        """Two processes' projection updaters over one store never double-count."""
+        a, b = connect(), connect()
+        journal = Journal(a, PROJECT, "auth")
+        sid = journal.open_session(ev.SessionStarted(), DAY)
+        for i in range(30):
+            journal.record(ev.InvocationStarted(invocation_id=f"i{i}"), ev.TokensUsed(invocation_id=f"i{i}", input=1))
+            (a if i % 2 else b).projections.catch_up()
+            if i % 3 == 0:
+                a.projections.catch_up()
+        b.projections.catch_up()
+        totals = a.projections.tokens.session(sid, PROJECT)
+        assert totals is not None and (totals.input, totals.invocations, totals.calls) == (30, 30, 30)
+        digest = a.projections.digest()
+        a.projections.rebuild()
+        assert a.projections.digest() == digest == b.projections.digest()
+
+    def test_a_store_holding_a_contradiction_keeps_every_query_working(self, store: EventStore) -> None:
+        """Issue 15: one contradicting event made every command fail. Built from raw events (a task moved
+        from 'pending' after it was 'complete'), it is skipped, reported with its seq, and nothing else is lost."""
+        sid = session(store, "auth", *plan_events("core", 1), *move("core/1", "pending", "in-progress", "complete"))
+        store.append(
+            AUTH,
+            [
+                ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress", session_id=sid),
+                ev.InvocationStarted(invocation_id="i1", session_id=sid),
+                ev.TokensUsed(invocation_id="i1", input=9, session_id=sid),
+                ev.SessionPaused(reason="x", session_id=sid),
+            ],
+        )
+        bad = store.last_seq() - 3
+        views = store.projections.for_project(PROJECT)
+        views.catch_up()
+        problem = (
+            f"event #{bad} TaskStatusChanged skipped: task core/1 is 'complete', but the event moves it from 'pending'"
+        )
+        plan = views.plan.get("auth")
+        assert plan is not None and plan.problems == [problem] and plan.tasks["core/1"].state == "complete"
+        s = views.sessions.get(sid)
+        assert s is not None and s.status == "paused" and [x.id for x in views.sessions.all()] == [sid]
+        assert views.sessions.latest("auth") is not None
+        tokens = views.tokens.session(sid)
+        assert tokens is not None and tokens.input == 9
+        assert views.tokens.module("auth") is not None and views.tokens.invocation("i1") is not None
+        assert [p.module for p in views.plan.all()] == ["auth"]
+        assert "- [x] `core/1` Task 1" in views.plan.markdown("auth")
+        report = session_report(views, sid)
+        assert report is not None and report["problems"] == [problem]
+        assert f"- {problem}" in to_markdown(report, plan)
+        assert len(list(session_records(store, PROJECT, sid))) == store.last_seq()
+        result = views.rebuild()
+        assert result["problems"] == [problem] and result["events"] == store.last_seq()
+
+
+class TestSQLiteProjections(SQLiteBackend, ProjectionsContract):
+    pass
+
+
+class TestPostgresProjections(PostgresBackend, ProjectionsContract):
+    pass

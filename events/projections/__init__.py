@@ -139,12 +139,9 @@ class Projections:
         with self._lock:
             for _ in range(10):
                 try:
-                    applied = self._catch_up_once()
+                    return self._catch_up_once()
                 except Stale:
                     self._run = None
-                    continue
-                self._flush_own()
-                return applied
             raise StoreUnavailable(
                 "the projections kept moving while being brought up to date",
                 "other processes are updating them at the same time",
@@ -155,6 +152,7 @@ class Projections:
         """Keep the projections (and plan.md files) current after every append in this process."""
         with self._lock:
             self.catch_up()
+            self._flush_own()
             if self._subscription is None:
                 self._subscription = self.store.subscribe(self._on_batch, batch=True)
             return self._subscription
@@ -243,12 +241,14 @@ class Projections:
             run = self._run
             if run is None or min(run.positions.values()) < records[0].seq - 1:
                 self.catch_up()  # a gap: read the missing events from the store
+                self._flush_own()
                 return
             try:
                 self._apply_and_save(run, records)
             except Stale:
                 self._run = None
                 self.catch_up()
+                self._flush_own()
 
     def _apply_and_save(self, run: _Run, records: Sequence[Recorded]) -> None:
         """Apply and save; on any failure forget the cached state (it may hold unsaved events)."""
@@ -283,7 +283,10 @@ class Projections:
     def _flush_own(self) -> None:
         """Render this project's files (``plan.md``) from the saved rows: another process — another
         project on a shared store, or another clone — may have applied this project's events and saved
-        the rows without rendering them here. Files already holding the same text are left alone."""
+        the rows without rendering them here. Files already holding the same text are left alone.
+
+        It reads every plan row, so only the run does it (``follow()``, and when another process got to
+        its events first); read commands do not pay for it, and ``rebuild()`` renders them anyway."""
         if not self.project:
             return
         prefix = f"{self.project}/"

@@ -40,7 +40,13 @@ def draft_spec(
         with Gateway(config) as gateway:
             protection = gateway.protection.kind if gateway.protection else "policy"
             session_id = open_session(
-                journal, settings, resume=None, no_resume=True, protection=protection, worktree=worktree.path
+                journal,
+                settings,
+                resume=None,
+                no_resume=True,
+                protection=protection,
+                worktree=worktree.path,
+                command="spec draft",
             )
             say(f"session {session_id}")
             subscription = store.subscribe(renderer(say, journal.stream))

@@ -116,7 +116,14 @@ def completed(journal: Journal, worktree: Worktree) -> str:
 
 
 def open_session(
-    journal: Journal, settings: Settings, *, resume: str | None, no_resume: bool, protection: str, worktree: Path
+    journal: Journal,
+    settings: Settings,
+    *,
+    resume: str | None,
+    no_resume: bool,
+    protection: str,
+    worktree: Path,
+    command: str = "run",
 ) -> str:
     state = journal.snapshot()
     previous = resume or (None if no_resume or not settings.session.auto_resume else state.unfinished_session())
@@ -143,6 +150,7 @@ def open_session(
             protection=protection,
             worktree=str(worktree),
             worker=worker_name(),
+            command=command,
         )
     )
 
@@ -192,6 +200,7 @@ def run_module(
                     no_resume=no_resume,
                     protection=protection.kind if protection else "policy",
                     worktree=worktree.path,
+                    command="plan" if stop_before == "building" else "run",
                 )
                 say(f"session {session_id}")
                 if protection is not None and protection.warning:

@@ -260,6 +260,7 @@ class Invoker:
             )
         if isinstance(event, RetryScheduled):
             return ev.GuardrailTripped(
+                invocation_id=invocation_id,
                 category="retry",
                 level="warn",
                 # the CLI does not say how long it waits (it honours Retry-After): no "in 0.0 s"

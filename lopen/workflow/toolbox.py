@@ -210,7 +210,7 @@ class Toolbox:
 
     def record_dependencies(self, args: RecordDependenciesArgs) -> str:
         deps = tuple(ev.Dependency(name=d.name, kind=d.kind, reason=d.reason) for d in args.dependencies)
-        self._record(ev.DependenciesRecorded(dependencies=deps))
+        self._record(ev.DependenciesRecorded(dependencies=deps, invocation_id=self.invocation_id))
         return f"recorded {_count(len(deps), 'dependency', 'dependencies')}"
 
     def record_components(self, args: RecordComponentsArgs) -> str:
@@ -220,7 +220,7 @@ class Toolbox:
             ev.ComponentSpec(name=c.name, description=c.description, status=c.status, depends_on=tuple(c.depends_on))
             for c in args.components
         )
-        self._record(ev.ComponentsRecorded(components=components))
+        self._record(ev.ComponentsRecorded(components=components, invocation_id=self.invocation_id))
         return "recorded components: " + ", ".join(slugify(c.name) for c in args.components)
 
     def select_component(self, args: SelectComponentArgs) -> str:
@@ -238,7 +238,9 @@ class Toolbox:
                 f"component '{component.slug}' depends on {', '.join(blocked)}, which are not complete yet; "
                 f"select one that is ready: {', '.join(ready) or 'none'}"
             )
-        self._record(ev.ComponentSelected(component=component.slug, reason=args.reason))
+        self._record(
+            ev.ComponentSelected(component=component.slug, reason=args.reason, invocation_id=self.invocation_id)
+        )
         self.component = component.slug
         return f"selected {component.slug}"
 
@@ -265,7 +267,7 @@ class Toolbox:
             if task_id is None:
                 task_id, next_n = f"{component.slug}/{next_n}", next_n + 1
             tasks.append(_spec(task_id, t.name, t.description, t.subtasks, t.acceptance))
-        self._record(ev.TasksRecorded(component=component.slug, tasks=tuple(tasks)))
+        self._record(ev.TasksRecorded(component=component.slug, tasks=tuple(tasks), invocation_id=self.invocation_id))
         return "the tasks of " + component.slug + " are: " + ", ".join(f"{t.id} ({t.name})" for t in tasks)
 
     # building --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,12 +48,27 @@ HANGS = rule(
 GUARD = 60  # seconds before a step counts as hung (a failure), never an assertion on speed
 
 
-class Pane:
-    """`lopen run` as the only program of a tmux window: a real terminal, its own process group."""
+WRAPPER = """
+import signal, subprocess, sys
+child = subprocess.Popen(sys.argv[3:])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl+C is for lopen; this only reports
+open(sys.argv[1], "w").write(str(child.pid))
+code = child.wait()
+open(sys.argv[2], "w").write(str(code))
+"""
 
-    def __init__(self, name: str, root: Path, env: dict[str, str], command: list[str]) -> None:
+
+class Pane:
+    """`lopen run` in a tmux window: a real terminal, lopen in its foreground process group. A tiny
+    wrapper reports lopen's pid and exit code (tmux's own `pane_dead_status` is not reliable)."""
+
+    def __init__(self, name: str, root: Path, env: dict[str, str], command: list[str], where: Path) -> None:
         self.name = name
-        script = " ".join(shlex.quote(part) for part in command)
+        self.pid_file, self.status_file = where / "lopen.pid", where / "lopen.status"
+        wrapper = where / "wrapper.py"
+        wrapper.write_text(WRAPPER)
+        argv = [sys.executable, str(wrapper), str(self.pid_file), str(self.status_file), *command]
+        script = " ".join(shlex.quote(part) for part in argv)
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         self.tmux(
             "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "-c", str(root), f"env -i {exports} {script}"
@@ -63,13 +79,14 @@ class Pane:
         return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
 
     def pid(self) -> int:
-        return int(self.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
+        assert wait_for(self.pid_file.exists, GUARD)
+        return int(self.pid_file.read_text())
 
     def dead(self) -> bool:
-        return self.tmux("display-message", "-p", "-t", self.name, "#{pane_dead}").strip() == "1"
+        return self.status_file.exists() and bool(self.status_file.read_text())
 
     def status(self) -> int:
-        return int(self.tmux("display-message", "-p", "-t", self.name, "#{pane_dead_status}").strip())
+        return int(self.status_file.read_text())
 
     def text(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", self.name)
@@ -86,7 +103,8 @@ def interrupted_run(tmp_path, cli_path, scripted, request):
     root = approved_project(tmp_path)
     env = lopen_env(cli_path, server.url)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-    pane = Pane(f"lopen-{how}-{time.monotonic_ns()}", root, env, [a for a in LOPEN_RUN if a != "--headless"])
+    command = [a for a in LOPEN_RUN if a != "--headless"]
+    pane = Pane(f"lopen-{how}-{time.monotonic_ns()}", root, env, command, tmp_path)
     try:
         assert wait_for(lambda: server.uses("core-1-hangs") == 1 or pane.dead(), GUARD), pane.text()
         assert not pane.dead(), pane.text()
