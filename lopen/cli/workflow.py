@@ -24,16 +24,21 @@ MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Pause after this m
 
 def approve(module: str = MODULE) -> None:
     """Approve a module's specification: the human gate between requirements and planning."""
-    from events.store import EventStore
     from lopen.config import load_settings
-    from lopen.project import ensure_lopen_dir, find_root
+    from lopen.project import ensure_lopen_dir, find_root, open_store
     from lopen.workflow.approval import approve_spec
 
     root = find_root()
     ensure_lopen_dir(root)
-    with EventStore.open(root, load_settings(root).store.url) as store:
-        approved, gaps = approve_spec(root, module, store)
-    typer.echo(f"✓ approved the specification of {module} ({len(approved.section_hashes)} sections hashed)")
+    settings = load_settings(root)
+    store, project = open_store(root, settings.store.url, settings.project.id)
+    with store:
+        approved, gaps = approve_spec(root, module, store, project)
+    hashed = len(approved.section_hashes)
+    typer.echo(
+        f"✓ approved the specification of {module} by {approved.approver} "
+        f"({hashed} section{'s' * (hashed != 1)} hashed)"
+    )
     for gap in gaps:
         typer.echo(f"  note: {gap}")
     typer.echo(f"next: lopen run {module}")

@@ -12,8 +12,19 @@ from lopen.documents.hashing import section_hashes, spec_hash
 from lopen.errors import LopenError
 
 
-def approve_spec(root: Path, module: str, store: EventStore) -> tuple[ev.SpecApproved, list[str]]:
-    """Record the approval of the module's current spec; returns it and the spec check's gaps."""
+def approve_spec(
+    root: Path, module: str, store: EventStore, project: str | None = None
+) -> tuple[ev.SpecApproved, list[str]]:
+    """Record the approval of the module's current spec, with its approver (the git user, else
+    ``$USER``); returns it and the spec check's gaps. ``project`` defaults to the store's project
+    (``lopen.project.open_store``), else the project id recorded under ``root``."""
+    import getpass
+    import os
+    import subprocess
+
+    from lopen.documents.spec_check import placeholder_gaps
+    from lopen.project import project_id
+
     _, doc = load_spec(root, module)
     if not acceptance_criteria(doc):
         raise LopenError(
@@ -21,8 +32,37 @@ def approve_spec(root: Path, module: str, store: EventStore) -> tuple[ev.SpecApp
             "Lopen verifies the module against them; without them nothing can be checked",
             f"add an `## Acceptance Criteria` checkbox list (see `lopen spec check {module}`)",
         )
-    approved = ev.SpecApproved(spec_hash=spec_hash(doc), section_hashes=section_hashes(doc))
-    store.append(module_stream(module), [approved])
+    left = placeholder_gaps(doc)
+    if left:
+        raise LopenError(
+            f"the specification of {module} still has {len(left)} placeholder{'s' * (len(left) != 1)}",
+            "; ".join(f"line {g.line}: {g.problem.removeprefix('placeholder left: ')}" for g in left[:5])
+            + (" …" if len(left) > 5 else ""),
+            f"replace each [TODO: …] with your own text (`lopen spec check {module}` lists them), then approve",
+        )
+
+    def git_config(key: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", "config", key], cwd=root, capture_output=True, text=True, check=False, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    name, email = git_config("user.name"), git_config("user.email")
+    if name or email:
+        approver = f"{name} <{email}>" if name and email else name or email
+    else:
+        try:
+            approver = os.environ.get("USER") or getpass.getuser()
+        except (OSError, KeyError):
+            approver = ""
+    approved = ev.SpecApproved(
+        spec_hash=spec_hash(doc), section_hashes=section_hashes(doc), approver=approver or "unknown"
+    )
+    project = project or store.projections.project or project_id(root)
+    store.append(module_stream(project, module), [approved])
     return approved, [f"{gap.part}: {gap.expected}" for gap in check_spec(doc, module).gaps]
 
 
