@@ -481,7 +481,7 @@ class TextView:
             return (start + " ".join(f"{k}={v}" for k, v in parts)).rstrip()
         room = self.width - len(start) - sum(len(k) + 2 for k, _ in parts) + 1
         lengths = [len(v) for _, v in parts]
-        if sum(lengths) > room:
+        if parts and sum(lengths) > room:
             cap = _cap(lengths, room)
             parts = [(k, v if len(v) <= cap else v[: cap - 1] + "…") for k, v in parts]
         line = (start + " ".join(f"{k}={v}" for k, v in parts)).rstrip()

@@ -19,6 +19,7 @@ from lopen.cli import workflow
 from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
 from lopen.cli.doctor import doctor
+from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
 from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
@@ -59,6 +60,7 @@ spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)
 app.command("doctor")(doctor)
 app.command("revert")(revert)
+app.command("mcp")(mcp)
 app.add_typer(spec_app, name="spec")
 app.add_typer(config_app, name="config")
 app.add_typer(auth_app, name="auth")
