@@ -48,9 +48,14 @@ def server_env(root: Path, **extra: str) -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def connect(root: Path, *flags: str, env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+async def connect(
+    root: Path, *flags: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> AsyncIterator[Client]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "lopen", "mcp", *flags], cwd=str(root), env=env or server_env(root)
+        command=sys.executable,
+        args=["-m", "lopen", "mcp", *flags],
+        cwd=str(cwd or root),
+        env=env or server_env(root),
     )
     async with Client(params, client_info=CLIENT, read_timeout_seconds=60) as client:
         yield client
@@ -189,6 +194,14 @@ def test_a_client_reads_modules_plans_tokens_logs_and_spec_checks(audited: Path)
             assert [s["id"] for s in sessions] == [story.SESSION_1, story.SESSION_2]
             assert "no session nope-20261126-1" in await error_of(client, "show_session", session_id="nope-20261126-1")
             assert "not a module name" in await error_of(client, "module_state", module="../etc")
+
+    run(test)
+
+
+def test_project_option_serves_a_project_from_anywhere(audited: Path, tmp_path: Path) -> None:
+    async def test() -> None:
+        async with connect(audited, "--project", str(audited), cwd=tmp_path) as client:
+            assert [m["module"] for m in await call(client, "list_modules")] == ["slugify"]
 
     run(test)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 TOKEN_ENV = "LOPEN_MCP_TOKEN"
+PROJECT = typer.Option(None, "--project", help="The project to serve (default: the one around the working directory).")
 
 
 def mcp(
@@ -23,6 +26,7 @@ def mcp(
         "--allow-control",
         help="Also offer the tools that steer runs: start, pause, resume, queue a message, approve a spec.",
     ),
+    project: Path | None = PROJECT,
 ) -> None:
     """Serve Lopen's operations over MCP for Copilot Chat, the Copilot CLI or another agent (docs/mcp.md).
 
@@ -33,7 +37,7 @@ def mcp(
 
     from lopen.project import find_root
 
-    root = find_root()
+    root = find_root(project)
     try:
         import lopen.mcp_server as server
     except ImportError as exc:  # the SDK is a dependency; a broken install says so
