@@ -19,6 +19,7 @@ from lopen.cli import workflow
 from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
 from lopen.cli.doctor import doctor
+from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
 from lopen.cli.revert import revert
@@ -51,6 +52,7 @@ def _root(
         os.environ["LOPEN_DEBUG"] = "1"
 
 
+app.command("init")(init)
 app.command("run")(workflow.run)
 app.command("plan")(workflow.plan)
 app.command("build")(workflow.build)

@@ -95,7 +95,8 @@ def _start(
             "write it (see docs/specifications.md), or have it drafted: "
             f"`lopen run {module} --prompt '<what to build>'`",
         )
-    preflight(settings)
+    for warning in preflight(settings, drafting=drafting):
+        typer.echo(f"warning: {warning}", err=True)
     ensure_lopen_dir(root)
     if drafting:
         from lopen.workflow.drafting import draft_spec
