@@ -77,7 +77,12 @@ def main() -> None:
     Ctrl-C into exit 130; a LopenError or an event-store error leaves it and is printed here with its exit code.
     """
     from events.errors import Problem
+    from lopen.logs import quiet_sdk_logs
+    from lopen.project import nearest_root
 
+    if "--debug" in sys.argv[1:]:
+        os.environ["LOPEN_DEBUG"] = "1"
+    quiet_sdk_logs(nearest_root())  # the SDK's log lines go to .lopen/logs/, not the terminal
     try:
         app()
     except Problem as exc:  # a LopenError, or an event-store error

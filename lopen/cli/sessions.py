@@ -158,7 +158,9 @@ def _selection(task: str | None, invocation: str | None, types: list[str] | None
 
 
 def replay(
-    session_id: str = typer.Argument(..., metavar="SESSION", help="The session id, e.g. auth-20261126-1."),
+    session_id: str | None = typer.Argument(
+        None, metavar="[SESSION]", help="The session id, e.g. auth-20261126-1 (default: the latest)."
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="One JSON object per line: seq, type, at (ISO-8601, UTC) and every field."
     ),
@@ -184,25 +186,30 @@ def replay(
     from events.recorded import parse_session_id
     from lopen.errors import LopenError
 
-    try:
-        parse_session_id(session_id)
-    except ValueError as exc:
-        raise LopenError(str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`") from None
+    if session_id is not None:
+        try:
+            parse_session_id(session_id)
+        except ValueError as exc:
+            raise LopenError(
+                str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`"
+            ) from None
     if as_json and tree:
         raise LopenError("--tree and --json do not go together", "the tree is a text view", "leave one of them out")
     selection = _selection(task, invocation, types, since, until)
     with _store() as store:
         views = store.projections
         views.catch_up()
-        session = views.sessions.get(session_id)
+        session = views.sessions.get(session_id) if session_id else views.sessions.latest()
         if session is None:
             raise LopenError(
-                f"no session {session_id}",
-                f"the event store at {store.location} has no events for it in this project",
-                "see `lopen session list`",
+                f"no session {session_id}" if session_id else "no sessions yet",
+                f"the event store at {store.location} has no events for it in this project"
+                if session_id
+                else "nothing has been run in this project",
+                "see `lopen session list`" if session_id else "`lopen run <module>` starts one",
             )
         records = rp.select(
-            rp.session_records(store, views.project, session_id, selection.first_seq, selection.last_seq), selection
+            rp.session_records(store, views.project, session.id, selection.first_seq, selection.last_seq), selection
         )
         if as_json:
             _write(rp.json_line(rec) for rec in records)
