@@ -278,7 +278,8 @@ def _tail(text: str, lines: int, full: bool) -> str:
     """The last ``lines`` lines of ``text`` (all of them when ``full``), as one multi-line detail."""
     rows = text.rstrip().splitlines()
     if not full and len(rows) > lines:
-        rows = [f"[… {len(rows) - lines} earlier lines]", *rows[-lines:]]
+        earlier = len(rows) - lines
+        rows = [f"[… {earlier} earlier line{'s' * (earlier != 1)}]", *rows[-lines:]]
     return "\n".join(rows)
 
 

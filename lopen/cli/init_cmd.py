@@ -65,6 +65,7 @@ def init(module: str = typer.Argument(..., help="The new module's name, e.g. gre
     from lopen.errors import LopenError
     from lopen.project import ensure_lopen_dir, nearest_root
     from lopen.readiness import git_identity, git_problems
+    from lopen.text import plural
 
     try:
         validate_module(module)
@@ -90,7 +91,8 @@ def init(module: str = typer.Argument(..., help="The new module's name, e.g. gre
     out = Console.for_settings()
     todo = len(PLACEHOLDER.findall(text))
     out.ok(f"wrote {shown} from the specification pattern (docs/specifications.md)")
-    out.detail("next", f"replace its {todo} [TODO: …] placeholders; `lopen spec check {module}` lists what is left")
+    left = plural(todo, "[TODO: …] placeholder")
+    out.detail("next", f"replace its {left}; `lopen spec check {module}` lists what is left")
     problems = git_problems(root)
     if not problems:
         ensure_lopen_dir(root)

@@ -159,7 +159,7 @@ def _selection(task: str | None, invocation: str | None, types: list[str] | None
 
 def replay(
     session_id: str | None = typer.Argument(
-        None, metavar="[SESSION]", help="The session id, e.g. auth-20261126-1 (default: the latest)."
+        None, metavar="SESSION", help="The session id, e.g. auth-20261126-1 (default: the latest)."
     ),
     as_json: bool = typer.Option(
         False, "--json", help="One JSON object per line: seq, type, at (ISO-8601, UTC) and every field."
@@ -291,16 +291,20 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
     if as_json:
         typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
         return
+    from lopen.text import plural
+
     for problem in result["problems"]:
         typer.echo(f"skipped: {problem}")
     seconds = result["seconds"]
     rate = result["events"] / seconds if seconds else 0.0
     typer.echo(
-        f"rebuilt {len(result['rows'])} projections from {result['events']:,} events "
+        f"rebuilt {plural(len(result['rows']), 'projection')} from {plural(result['events'], 'event')} "
         f"in {seconds:.2f} s ({rate:,.0f} events/s)"
     )
+    width = max((len(f"{rows:,}") for rows in result["rows"].values()), default=1)
     for name, rows in result["rows"].items():
-        typer.echo(f"  {name:<10} {rows:>7,} rows")
+        count, noun = plural(rows, "row").split(" ")
+        typer.echo(f"  {name:<10} {count:>{max(width, 7)}} {noun}")
     typer.echo(f"identical to the projections kept incrementally: {'yes' if identical else 'NO'}")
 
 
@@ -363,7 +367,7 @@ def list_sessions(
 
 @session_app.command("show")
 def show(
-    session_id: str | None = typer.Argument(None, metavar="[SESSION]", help="The session id (default: the latest)."),
+    session_id: str | None = typer.Argument(None, metavar="SESSION", help="The session id (default: the latest)."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
@@ -434,6 +438,11 @@ def prune(
                 deleted = ev.SessionDeleted(reason=reason, session_id=session_id)
                 store.append(module_stream(views.project, module), [deleted])
                 pruned.append(session_id)
+    from lopen.text import plural
+
     for session_id in pruned:
         typer.echo(f"deleted {session_id}")
-    typer.echo(f"pruned {len(pruned)} sessions; kept the newest {retention} completed per module")
+    typer.echo(
+        f"pruned {plural(len(pruned), 'session')}; kept the newest {retention} completed "
+        f"{'one' if retention == 1 else 'ones'} of each module"
+    )
