@@ -54,6 +54,19 @@ def render_all() -> dict[str, str]:
     return out
 
 
+def rendered() -> dict[str, str]:
+    """``render_all()`` in a fresh interpreter: Typer decides between plain and rich help once, when it
+    is first imported, so a process that imported it another way cannot render the plain help."""
+    import json
+    import subprocess
+    import sys
+
+    script = "import json, lopen.cli.helptext as h; print(json.dumps(h.render_all()))"
+    env = {**os.environ, "TYPER_USE_RICH": "0", "COLUMNS": str(WIDTH)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
 def source() -> str:
     """The text of ``lopen/cli/_help.py``."""
     lines = [
@@ -64,7 +77,7 @@ def source() -> str:
         "",
         "HELP: dict[str, str] = {",
     ]
-    lines += [f"    {_quoted(key)}: {_quoted(text)}," for key, text in render_all().items()]
+    lines += [f"    {_quoted(key)}: {_quoted(text)}," for key, text in rendered().items()]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
