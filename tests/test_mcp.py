@@ -380,26 +380,37 @@ def test_start_pause_and_resume_a_scripted_run_to_completion(tmp_path: Path, cli
             GIT_COMMITTER_EMAIL="demo@example.com",
         )
 
-        async def until(client: Client, what: Callable[[dict[str, Any]], bool], seconds: float = 300) -> dict[str, Any]:
+        async def until(
+            client: Client, what: Callable[[dict[str, Any]], bool], run: dict[str, Any], seconds: float = 300
+        ) -> dict[str, Any]:
+            """Poll the module's state until ``what`` holds; fail at once, with its log, when the run's
+            process ended without it."""
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
                 state = await call(client, "module_state", module="slugify")
                 if what(state):
                     return state
+                try:
+                    os.kill(run["pid"], 0)
+                except ProcessLookupError:
+                    state = await call(client, "module_state", module="slugify")
+                    if what(state):
+                        return state
+                    raise AssertionError(f"the run ended early:\n{Path(run['log']).read_text()[-3000:]}") from None
                 await anyio.sleep(0.2)  # polling another process's progress, bounded by the deadline
             raise AssertionError(f"gave up waiting: {state}")
 
         async def test() -> None:
             async with connect(root, "--allow-control", env=env) as client:
                 await call(client, "approve_spec", module="slugify")
-                await call(client, "start_run", module="slugify")
-                state = await until(client, lambda s: s["unfinished_session"] != "")
+                run = await call(client, "start_run", module="slugify")
+                state = await until(client, lambda s: s["unfinished_session"] != "", run)
                 session = state["unfinished_session"]
                 await call(client, "pause_run", module="slugify", reason="checking in")
-                state = await until(client, lambda s: s["sessions"].get(session) == "paused")
+                state = await until(client, lambda s: s["sessions"].get(session) == "paused", run)
                 assert state["state"] != "complete"
-                await call(client, "resume_run", module="slugify")
-                state = await until(client, lambda s: s["state"] == "complete")
+                run = await call(client, "resume_run", module="slugify")
+                state = await until(client, lambda s: s["state"] == "complete", run)
                 assert state["sessions"][session] == "completed"
             actions = [e["action"] for e in replay_json(root, session) if e["type"] == "ControlRequested"]
             assert actions == ["pause", "resume"]
