@@ -426,11 +426,12 @@ class Operations:
             n += 1
             log = log.with_name(f"{module}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{n}.log")
         command = [sys.executable, "-m", "lopen", *args]
+        env = {k: v for k, v in self.env.items() if k != "LOPEN_MCP_TOKEN"}  # the run has no use for it
         with open(log, "ab") as out:
             child = subprocess.Popen(
                 command,
                 cwd=self.root,
-                env=self.env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
