@@ -66,3 +66,13 @@ def test_version_and_unknown_commands() -> None:
     assert run(LOPEN, "--version").stdout == f"lopen {__version__}\n"
     unknown = run(LOPEN, "nope", "--help")
     assert unknown.returncode == 2 and "No such command 'nope'" in unknown.stderr
+
+
+def test_the_mcp_sdk_is_imported_only_by_lopen_mcp(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run([LOPEN, "config", "show"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    modules = imported(done.stderr)
+    assert "typer" in modules  # a real command ran
+    assert not {m for m in modules if m.split(".")[0] in ("mcp", "uvicorn", "starlette", "copilot")}
