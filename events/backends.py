@@ -109,8 +109,8 @@ def open_backend(root: Path, url: str = "") -> Backend:
             "supported: empty (SQLite under .lopen/), sqlite:///<path>, postgresql://…",
             "fix store.url in .lopen/config.json",
         )
-    path = Path(url.removeprefix("sqlite:///")) if url else Path(root) / ".lopen" / "store.sqlite"
-    return open_sqlite(path)
+    path = Path(root) / Path(url.removeprefix("sqlite:///")) if url else Path(root) / ".lopen" / "store.sqlite"
+    return open_sqlite(path)  # a relative sqlite:/// path is from the project root, not the working directory
 
 
 def check_writable(path: Path) -> None:

@@ -1,48 +1,81 @@
-"""Reading a session back for audit (``lopen replay``), one line per event, in constant memory.
+"""Reading a module's history back for audit (``lopen replay``, ``lopen log``, the MCP server).
 
 A session is a view of its module's history: its events are those of the module stream with its
-``session_id``, plus the module-level facts around it — the spec approval it started from, and
-approvals or control requests recorded while it ran.
+``session_id``, plus the module-level facts around it — the spec approval it started from (with its
+approver and the approved hashes), and approvals or control requests recorded while it ran.
 
-- ``session_records``: those events, in order;
-- ``json_line``: ``{"seq": n, "type": …, "at": …, …fields}``;
-- ``text_line``: ``<UTC time>  #<seq>  <type>  <essentials>``.
+Everything here streams: records are read page by page and rendered one at a time, so a session of
+any length is printed in constant memory and its first line appears at once.
+
+- ``session_records(store, project, session_id, after=0, until=None)``: the session's events, in order;
+- ``task_records(store, project, module, task)``: one task's events across every session;
+- ``Selection``: the filters (``--task``, ``--invocation``, ``--type``, ``--since``/``--until``);
+- ``json_line``: ``{"seq": n, "type": …, "at": "<ISO-8601 UTC>", …fields}``;
+- ``TextView``: the text view — width-aware (values share the line's room; ``full`` cuts nothing),
+  verdict findings and failure causes on indented lines below their event, and ``tree`` grouping
+  (an invocation → its tool calls → its oracle invocations → their verdicts).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+import dataclasses
+import difflib
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import msgspec
 
-from events.catalogue import Event
+from events import catalogue as ev
+from events.catalogue import EVENT_TYPES, Event
 from events.recorded import Recorded, module_stream
 from events.store import EventStore
 
 _BASE_FIELDS = frozenset({"at", "session_id", "module", "project"})
+_HASHES = frozenset({"tree", "parent", "base_commit", "sha", "from_sha", "to_sha", "result_hash", "base"})
 _ENCODE = msgspec.json.Encoder().encode
-WIDTH = 160
+WIDTH = 160  # when the width cannot be known (output to a pipe or a file)
+MIN_VALUE = 12  # a cut value keeps at least this many characters
+WIDE = 120  # from this width on, every line carries its date and the type column is aligned
 
 
-def session_records(store: EventStore, project: str, session_id: str) -> Iterator[Recorded]:
-    """The events of one session (and the module facts around it), in order, paged."""
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def session_records(
+    store: EventStore, project: str, session_id: str, after: int = 0, until: int | None = None
+) -> Iterator[Recorded]:
+    """The events of one session (and the module facts around it) with ``after < seq <= until``, in order,
+    paged. The session's story starts with the latest spec approval recorded before it."""
     views = store.projections
     session = views.sessions.get(session_id, project)
     if session is None:
         return
     stream = module_stream(project, session.module)
+    last = session.last_seq if until is None else min(until, session.last_seq)
     state = views.plan.get(session.module, project)
     before = [seq for seq in (state.approval_seqs if state else []) if seq < session.first_seq]
-    if before:
+    if before and after < before[-1] <= last:
         yield from _at(store, before[-1], stream)
-    for page in store.pages(session.first_seq - 1):
+    for page in store.pages(max(session.first_seq - 1, after)):
         for rec in page:
-            if rec.seq > session.last_seq:
+            if rec.seq > last:
                 return
             if rec.stream_id == stream and rec.event.session_id in (session_id, ""):
                 yield rec
+
+
+def module_records(store: EventStore, project: str, module: str) -> Iterator[Recorded]:
+    """A module's whole history, in order, paged."""
+    return store.read_stream(module_stream(project, module))
+
+
+def task_records(store: EventStore, project: str, module: str, task: str) -> Iterator[Recorded]:
+    """Every event of one task across all sessions of its module (``lopen log``)."""
+    selection = Selection(task=task)
+    return (rec for rec in module_records(store, project, module) if selection.wants(rec))
 
 
 def _at(store: EventStore, seq: int, stream: str) -> Iterator[Recorded]:
@@ -51,39 +84,472 @@ def _at(store: EventStore, seq: int, stream: str) -> Iterator[Recorded]:
         return
 
 
+# -- filters -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One end of a ``--since``/``--until`` range: a seq, or a moment (UTC seconds since the epoch)."""
+
+    seq: int | None = None
+    at: float | None = None
+
+
+def parse_bound(text: str, *, upper: bool = False) -> Bound:
+    """``"1234"`` or ``"#1234"`` → a seq; an ISO-8601 date or time → a moment (naive = UTC).
+
+    A bare date as an upper bound means the end of that day. ValueError saying what is allowed.
+    """
+    raw = text.strip()
+    digits = raw.removeprefix("#")
+    if digits.isdigit():
+        return Bound(seq=int(digits))
+    try:
+        if len(raw) == 10 and raw[4:5] == "-":
+            day = date.fromisoformat(raw)
+            moment = datetime(day.year, day.month, day.day, tzinfo=UTC) + (timedelta(days=1) if upper else timedelta())
+            return Bound(at=moment.timestamp() - (1e-6 if upper else 0.0))
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither an event number nor an ISO-8601 time; "
+            "give a seq (1234 or #1234), a date (2026-11-26) or a time (2026-11-26T14:05:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return Bound(at=moment.timestamp())
+
+
+def event_type_names(names: Iterable[str]) -> frozenset[str]:
+    """Validate ``--type`` names (case-insensitive) → the catalogue's names; ValueError naming close ones."""
+    known = {name.lower(): name for name in EVENT_TYPES}
+    out = set()
+    for name in names:
+        found = known.get(name.strip().lower())
+        if found is None:
+            close = [t for t in EVENT_TYPES if name.strip().lower() in t.lower()] or difflib.get_close_matches(
+                name, list(EVENT_TYPES), n=3, cutoff=0.6
+            )
+            hint = f"did you mean {', '.join(close)}?" if close else "event types: " + ", ".join(sorted(EVENT_TYPES))
+            raise ValueError(f"no event type {name!r}; {hint}")
+        out.add(found)
+    return frozenset(out)
+
+
+_SCOPED = (ev.ScopeStarted, ev.CompletionRefused, ev.OracleVerdictRecorded, ev.VerificationEvidenceRecorded)
+_TASK_ID = (ev.TaskStatusChanged, ev.TaskReopened, ev.CommitRecorded)
+
+
+@dataclass
+class Selection:
+    """The events an auditor asked for. Streaming: invocations are followed as they start, so an
+    invocation's tool calls, usage, oracle invocations and verdicts go with it (memory grows only with
+    the invocations of the one task or invocation asked for)."""
+
+    task: str = ""
+    invocation: str = ""
+    types: frozenset[str] = frozenset()
+    since: Bound = field(default_factory=Bound)
+    until: Bound = field(default_factory=Bound)
+    _invocations: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.invocation:
+            self._invocations.add(self.invocation)
+
+    @property
+    def first_seq(self) -> int:
+        """Records at or below this seq cannot be wanted (read from here on)."""
+        return self.since.seq - 1 if self.since.seq else 0
+
+    @property
+    def last_seq(self) -> int | None:
+        return self.until.seq
+
+    def wants(self, rec: Recorded) -> bool:
+        event = rec.event
+        if self.since.seq is not None and rec.seq < self.since.seq:
+            return False
+        if self.until.seq is not None and rec.seq > self.until.seq:
+            return False
+        if self.since.at is not None and event.at < self.since.at:
+            return False
+        if self.until.at is not None and event.at > self.until.at:
+            return False
+        if (self.task or self.invocation) and not self._related(event):
+            return False
+        return not self.types or type(event).__name__ in self.types
+
+    def _related(self, event: Event) -> bool:
+        if isinstance(event, ev.InvocationStarted):
+            mine = (self.task and event.task == self.task and event.kind != "oracle") or (
+                event.invocation_id == self.invocation
+            )
+            if mine or event.parent_invocation in self._invocations:
+                self._invocations.add(event.invocation_id)
+                return True
+            return False
+        invocation = getattr(event, "invocation_id", "")
+        if invocation and invocation in self._invocations:
+            return True
+        if getattr(event, "parent_invocation", "") in self._invocations - {""}:
+            return True
+        if not self.task:
+            return False
+        if isinstance(event, _TASK_ID):
+            return event.task_id == self.task
+        if isinstance(event, _SCOPED):
+            return event.scope == "task" and event.target == self.task
+        if isinstance(event, ev.TasksRecorded):
+            return any(t.id == self.task for t in event.tasks)
+        return False
+
+
+def select(records: Iterable[Recorded], selection: Selection) -> Iterator[Recorded]:
+    last = selection.last_seq
+    for rec in records:
+        if last is not None and rec.seq > last:
+            return
+        if selection.wants(rec):
+            yield rec
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def iso(at: float) -> str:
+    """UTC seconds since the epoch → ``2026-11-26T14:05:00.123456Z``."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 def json_line(rec: Recorded) -> bytes:
-    """``{"seq": n, "type": …, "at": …, …fields}`` and a newline."""
-    return b'{"seq":%d,%s\n' % (rec.seq, _ENCODE(rec.event)[1:])
+    """``{"seq": n, "type": …, "at": "<ISO-8601>", …fields}`` and a newline."""
+    body = _ENCODE(rec.event)
+    start = body.find(b',"at":')
+    end = body.find(b",", start + 6) if start >= 0 else -1
+    if start < 0 or end < 0:  # not the layout msgspec writes today: take the slow, sure way
+        data = msgspec.to_builtins(rec.event)
+        data["at"] = iso(rec.event.at)
+        return b'{"seq":%d,%s\n' % (rec.seq, _ENCODE(data)[1:])
+    return b'{"seq":%d,%s,"at":"%s"%s\n' % (rec.seq, body[1:start], iso(rec.event.at).encode(), body[end:])
 
 
-def text_line(rec: Recorded) -> str:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(rec.event.at))
-    line = f"{stamp}Z  #{rec.seq:<6} {type(rec.event).__name__:<28} {essentials(rec.event)}"
-    return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
+# -- text --------------------------------------------------------------------------------------------
+
+
+def prompt_header(event: ev.InvocationStarted) -> str:
+    """The header line the invocation's prompt began with (the scripted model matches on it)."""
+    return (
+        f"[lopen] module={event.module} phase={event.phase or '-'} step={event.step} "
+        f"component={event.component or '-'} task={event.task or '-'} kind={event.kind or '-'}"
+    )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How one event type reads: a lead (its gist, never cut), fields it covers, and detail lines."""
+
+    lead: Callable[[Any, _Glyphs], str] | None = None
+    covers: frozenset[str] = frozenset()
+    details: Callable[[Any, bool], list[str]] | None = None
+    also: Callable[[Any], frozenset[str]] | None = None  # fields hidden for this event (shown as details)
+
+
+@dataclass(frozen=True)
+class _Glyphs:
+    arrow: str
+    start: str
+    bar: str
+    end: str
+    bad: str
+    good: str
+    rule: str
+    full: bool = False
+
+    def sha(self, sha: str) -> str:
+        return sha if self.full else sha[:12]
+
+
+UNICODE = _Glyphs(arrow="→", start="┌ ", bar="│ ", end="└ ", bad="✗", good="✓", rule="─")
+ASCII = _Glyphs(arrow="->", start="+ ", bar="| ", end="` ", bad="x", good="+", rule="-")
+
+
+def _tail(text: str, lines: int, full: bool) -> str:
+    """The last ``lines`` lines of ``text`` (all of them when ``full``), as one multi-line detail."""
+    rows = text.rstrip().splitlines()
+    if not full and len(rows) > lines:
+        earlier = len(rows) - lines
+        rows = [f"[… {earlier} earlier line{'s' * (earlier != 1)}]", *rows[-lines:]]
+    return "\n".join(rows)
+
+
+def _verdict_details(e: ev.OracleVerdictRecorded, full: bool) -> list[str]:
+    out = [f"summary: {e.summary}"] if e.summary else []
+    for f in e.findings:
+        where = f" ({f.location})" if f.location else ""
+        kind = f" {f.category}" if f.category else ""
+        out.append(f"finding [{f.severity}]{kind}: {f.description}{where}")
+    if e.raw:
+        out.append(f"raw answer (not a verdict): {_tail(e.raw, 5, full)}")
+    return out
+
+
+def _approved_details(e: ev.SpecApproved, full: bool) -> list[str]:
+    return [f"spec hash {e.spec_hash}"] + [f"§ {name}  {digest}" for name, digest in e.section_hashes.items()]
+
+
+SHAPES: dict[type[Event], _Shape] = {
+    ev.InvocationStarted: _Shape(
+        lambda e, g: e.invocation_id + (f" (oracle for {e.parent_invocation})" if e.parent_invocation else ""),
+        frozenset({"invocation_id", "parent_invocation"}),
+    ),
+    ev.InvocationFinished: _Shape(
+        lambda e, g: f"{e.invocation_id} {e.outcome}",
+        frozenset({"invocation_id", "outcome", "error_kind"}),
+        lambda e, full: [f"why: {e.error_kind}"] if e.outcome != "ok" and e.error_kind else [],
+    ),
+    ev.ToolCalled: _Shape(
+        lambda e, g: e.tool + ("" if e.success else f" {g.bad} failed"),
+        frozenset({"tool", "success"}),
+        lambda e, full: [] if e.success else [f"result: {_tail(e.result_summary, 8, full)}"],
+        lambda e: frozenset() if e.success else frozenset({"result_summary"}),
+    ),
+    ev.TaskStatusChanged: _Shape(
+        lambda e, g: f"{e.task_id} {e.from_state} {g.arrow} {e.to_state}",
+        frozenset({"task_id", "from_state", "to_state", "reason"}),
+        lambda e, full: [f"{'why' if e.to_state == 'failed' else 'reason'}: {e.reason}"] if e.reason else [],
+    ),
+    ev.OracleVerdictRecorded: _Shape(
+        lambda e, g: f"{e.scope} {e.target} " + (f"{g.good} passed" if e.passed else f"{g.bad} REJECTED"),
+        frozenset({"scope", "target", "passed", "summary", "findings", "raw"}),
+        _verdict_details,
+    ),
+    ev.CompletionRefused: _Shape(
+        lambda e, g: f"{e.scope} {e.target} {g.bad} refused",
+        frozenset({"scope", "target", "why"}),
+        lambda e, full: [f"why: {e.why}"] if e.why else [],
+    ),
+    ev.VerificationEvidenceRecorded: _Shape(
+        lambda e, g: f"{e.scope} {e.target} `{e.command}` exit {e.exit_code}",
+        frozenset({"scope", "target", "command", "exit_code", "output_tail"}),
+        lambda e, full: [] if e.exit_code == 0 else [f"output: {_tail(e.output_tail, 8, full)}"],
+        None,
+    ),
+    ev.CommitRecorded: _Shape(lambda e, g: g.sha(e.sha), frozenset({"sha"})),
+    ev.Reverted: _Shape(
+        lambda e, g: f"{g.sha(e.from_sha)} {g.arrow} {g.sha(e.to_sha)}", frozenset({"from_sha", "to_sha"})
+    ),
+    ev.SpecApproved: _Shape(
+        lambda e, g: f"by {e.approver or '(approver not recorded)'}",
+        frozenset({"approver", "spec_hash", "section_hashes"}),
+        _approved_details,
+    ),
+    ev.SessionFailed: _Shape(
+        None, frozenset({"reason", "error_kind"}), lambda e, full: [f"why: {e.reason or e.error_kind or 'unknown'}"]
+    ),
+    ev.SessionPaused: _Shape(None, frozenset({"reason"}), lambda e, full: [f"why: {e.reason}"] if e.reason else []),
+    ev.GuardrailTripped: _Shape(
+        lambda e, g: f"{e.category} {e.level}",
+        frozenset({"category", "level", "detail"}),
+        lambda e, full: [e.detail] if e.detail else [],
+    ),
+    ev.StepEntered: _Shape(lambda e, g: f"step {e.step} {e.phase}", frozenset({"step", "phase"})),
+    ev.ControlRequested: _Shape(lambda e, g: f"{e.action} by {e.caller or '?'}", frozenset({"action", "caller"})),
+    ev.PauseRequested: _Shape(lambda e, g: f"by {e.requested_by or '?'}", frozenset({"requested_by"})),
+}
+
+
+class TextView:
+    """Renders records as text lines, one event per line plus its detail lines.
+
+    ``width``: the terminal's columns (values are cut, longest first, so the line fits; detail lines
+    are wrapped, never cut); ``full``: nothing is cut or abbreviated; ``tree``: events are indented
+    under the invocation they belong to; ``sessions``: a heading line whenever the session changes
+    (``lopen log``); ``prompts``: an invocation shows the header line its prompt began with.
+    """
+
+    def __init__(
+        self,
+        width: int = WIDTH,
+        *,
+        full: bool = False,
+        tree: bool = False,
+        ascii: bool = False,
+        seq_width: int = 6,
+        sessions: bool = False,
+        prompts: bool = False,
+    ) -> None:
+        self.width = max(width, 40)
+        self.full = full
+        self.tree = tree
+        self.glyphs = dataclasses.replace(ASCII if ascii else UNICODE, full=full)
+        self.seq_width = seq_width
+        self.sessions = sessions
+        self.prompts = prompts
+        self.dated = full or self.width >= WIDE
+        self._day = ""
+        self._session: str | None = None
+        self._depth: dict[str, int] = {}  # open invocation → its depth in the tree
+        self._tasks: dict[str, str] = {}  # open invocation → its task
+
+    def render(self, rec: Recorded) -> list[str]:
+        event = rec.event
+        lines: list[str] = []
+        if self.sessions and event.session_id and event.session_id != self._session:
+            self._session = event.session_id
+            lines.append(self._rule(f"session {event.session_id}"))
+        moment = datetime.fromtimestamp(event.at, UTC)
+        if self.dated:
+            stamp = moment.strftime("%Y-%m-%d %H:%M:%SZ")
+        else:
+            day = moment.strftime("%Y-%m-%d")
+            if day != self._day:
+                self._day = day
+                lines.append(self._rule(f"{day} (UTC)"))
+            stamp = moment.strftime("%H:%M:%S")
+        gutter = self._gutter(event) if self.tree else ""
+        name = type(event).__name__
+        pad = max(0, 28 - len(gutter)) if self.dated else 0
+        head = f"{stamp}  #{rec.seq:<{self.seq_width}} {gutter}{name:<{pad}} "
+        shape = SHAPES.get(type(event), _Shape())
+        lead = shape.lead(event, self.glyphs) if shape.lead else ""
+        hidden = shape.covers | ({"invocation_id", "parent_invocation"} if self.tree else frozenset())
+        if shape.also is not None:
+            hidden |= shape.also(event)
+        parts = [(k, self._value(v, k)) for k, v in _fields(event, hidden)]
+        lines.append(self._fit(head, lead, parts))
+        indent = (
+            " " * (len(stamp) + 4 + self.seq_width)
+            + gutter.replace(self.glyphs.start, self.glyphs.bar).replace(self.glyphs.end, "  ")
+            + "    "
+        )
+        details = shape.details(event, self.full) if shape.details else []
+        if self.prompts and isinstance(event, ev.InvocationStarted):
+            details = [f"prompt: {prompt_header(event)}", *details]
+        for detail in details:
+            lines += self._wrap(detail, indent)
+        return lines
+
+    # -- the tree ------------------------------------------------------------------------------
+
+    def _owner(self, event: Event) -> str:
+        for name in ("invocation_id", "parent_invocation"):
+            ident = getattr(event, name, "")
+            if ident and ident in self._depth:
+                return ident
+        task = getattr(event, "task_id", "") or (
+            getattr(event, "target", "") if getattr(event, "scope", "") == "task" else ""
+        )
+        if task:
+            owners = [i for i, t in self._tasks.items() if t == task]
+            if owners:
+                return owners[-1]
+        return ""
+
+    def _gutter(self, event: Event) -> str:
+        g = self.glyphs
+        if isinstance(event, ev.InvocationStarted):
+            parent = event.parent_invocation if event.parent_invocation in self._depth else ""
+            depth = self._depth[parent] + 1 if parent else 0
+            self._depth[event.invocation_id] = depth
+            self._tasks[event.invocation_id] = event.task
+            return g.bar * depth + g.start
+        if isinstance(event, ev.InvocationFinished) and event.invocation_id in self._depth:
+            depth = self._depth.pop(event.invocation_id)
+            self._tasks.pop(event.invocation_id, None)
+            return g.bar * depth + g.end
+        owner = self._owner(event)
+        return g.bar * (self._depth[owner] + 1) if owner else ""
+
+    # -- fitting -------------------------------------------------------------------------------
+
+    def _value(self, value: Any, name: str = "") -> str:
+        if name in _HASHES and isinstance(value, str) and not self.full:
+            return value[:12]
+        if isinstance(value, str):
+            text = value if self.full else " ".join(value.split())
+            return _ENCODE(text).decode() if (not text or any(c in text for c in ' "\n\t=')) else text
+        if isinstance(value, float):
+            return f"{value:g}"
+        if isinstance(value, tuple) and value and isinstance(value[0], msgspec.Struct) and not self.full:
+            names = [str(getattr(v, v.__struct_fields__[0])) for v in value]
+            return f"{len(names)}[{', '.join(names)}]"
+        return _ENCODE(value).decode()
+
+    def _fit(self, head: str, lead: str, parts: list[tuple[str, str]]) -> str:
+        start = head + (lead + "  " if lead and parts else lead)
+        if self.full:
+            return (start + " ".join(f"{k}={v}" for k, v in parts)).rstrip()
+        room = self.width - len(start) - sum(len(k) + 2 for k, _ in parts) + 1
+        lengths = [len(v) for _, v in parts]
+        if parts and sum(lengths) > room:
+            cap = _cap(lengths, room)
+            parts = [(k, v if len(v) <= cap else v[: cap - 1] + "…") for k, v in parts]
+        line = (start + " ".join(f"{k}={v}" for k, v in parts)).rstrip()
+        return line if len(line) <= self.width else line[: self.width - 1] + "…"
+
+    def _wrap(self, text: str, indent: str) -> list[str]:
+        """A detail: its first line at ``indent``, the rest (and wrapped parts) two columns further."""
+        out: list[str] = []
+        for n, row in enumerate(text.splitlines() or [""]):
+            first = indent if n == 0 else indent + "  "
+            if self.full:
+                out.append((first + row).rstrip())
+                continue
+            out += textwrap.wrap(
+                " ".join(row.split()),
+                width=max(self.width, len(indent) + 30),
+                initial_indent=first,
+                subsequent_indent=indent + "  ",
+                break_on_hyphens=False,
+            ) or [first.rstrip()]
+        return out
+
+    def _rule(self, title: str) -> str:
+        text = f"{self.glyphs.rule * 2} {title} "
+        return text + self.glyphs.rule * max(0, min(self.width, 80) - len(text))
+
+
+def _cap(lengths: list[int], room: int) -> int:
+    """The largest value length ``c`` (at least MIN_VALUE) such that the values cut to ``c`` fit ``room``."""
+    low, high = MIN_VALUE, max(lengths)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _defaults(cls: type[Event]) -> dict[str, Any]:
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = _DEFAULTS[cls] = {
+            f.name: f.default for f in msgspec.structs.fields(cls) if f.default is not msgspec.NODEFAULT
+        }
+    return found
+
+
+def _fields(event: Event, hidden: frozenset[str]) -> Iterator[tuple[str, Any]]:
+    """The event's fields that say something (not empty, not their default) and are not shown
+    otherwise, in declaration order."""
+    defaults = _defaults(type(event))
+    for name in event.__struct_fields__:
+        if name in _BASE_FIELDS or name in hidden:
+            continue
+        value = getattr(event, name)
+        if value is None or (value in ("", 0, (), {}) and not isinstance(value, bool)):
+            continue
+        if name in defaults and type(value) is type(defaults[name]) and value == defaults[name]:
+            continue
+        yield name, value
 
 
 def essentials(event: Event) -> str:
-    """The event's non-empty fields, compactly: ``step=3 phase=planning why="…"``."""
-    parts = []
-    for name in event.__struct_fields__:
-        if name in _BASE_FIELDS:
-            continue
-        value = getattr(event, name)
-        if value in ("", 0, (), {}) and not isinstance(value, bool):
-            continue
-        parts.append(f"{name}={_short(value)}")
-    return " ".join(parts)
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, tuple) and value and isinstance(value[0], msgspec.Struct):
-        names = [str(getattr(v, v.__struct_fields__[0])) for v in value]
-        return f"{len(names)}[{', '.join(names)}]"
-    if isinstance(value, str):
-        text = " ".join(value.split())
-        text = text if len(text) <= 60 else text[:59] + "…"
-        return msgspec.json.encode(text).decode() if (" " in text or not text) else text
-    if isinstance(value, float):
-        return f"{value:g}"
-    text = _ENCODE(value).decode()
-    return text if len(text) <= 60 else text[:59] + "…"
+    """The event's non-empty fields, compactly: ``step=3 phase=planning why="…"`` (nothing cut)."""
+    view = TextView(full=True)
+    return " ".join(f"{k}={view._value(v)}" for k, v in _fields(event, frozenset()))

@@ -77,7 +77,7 @@ class EventStore:
     def open(cls, root: Path, url: str = "") -> EventStore:
         """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend."""
         root = Path(root).resolve()
-        path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+        path = root / Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
         path = path or (None if url else root / ".lopen" / "store.sqlite")
         try:
             backend = open_backend(root, url)

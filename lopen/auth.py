@@ -33,10 +33,19 @@ CHECK_TIMEOUT = 20.0  # seconds for the whole CLI round trip (start, ask, stop)
 PROVIDER_TIMEOUT = 5.0  # seconds for GET <base_url>/models
 
 TOKEN_KIND = 'a fine-grained personal access token that has the "Copilot Requests" permission'
-FIX_LOGIN = (
-    f"run `lopen auth login`, or export GH_TOKEN=<token> ({TOKEN_KIND}); "
-    "COPILOT_GITHUB_TOKEN, GH_TOKEN and GITHUB_TOKEN are checked in that order"
+THREE_WAYS = (
+    "three ways to get a model:\n"
+    "    1. GitHub Copilot: `lopen auth login` (or `gh auth login`), or export GH_TOKEN=<token> "
+    f"({TOKEN_KIND}); COPILOT_GITHUB_TOKEN, GH_TOKEN and GITHUB_TOKEN are checked in that order\n"
+    "    2. your own provider (OpenAI-compatible such as Ollama or vLLM, Azure, Anthropic): "
+    "export LOPEN_PROVIDER__TYPE=openai LOPEN_PROVIDER__BASE_URL=http://localhost:11434/v1 "
+    "LOPEN_MODELS__PLANNING=<model> LOPEN_MODELS__BUILDING=<model> LOPEN_MODELS__ORACLE=<model> "
+    "(and LOPEN_PROVIDER__API_KEY=<key> if it needs one; see docs/configuration.md)\n"
+    "    3. the scripted model, offline, no account: `lopen demo` shows it; "
+    "`python -m lopen.scripted_model --playbook <playbook.toml>` serves your own playbook, "
+    "then set the provider as in 2 (docs/your-own-playbook.md)"
 )
+FIX_LOGIN = THREE_WAYS
 FIX_NETWORK = (
     "check the network connection or proxy (HTTPS_PROXY), then run `lopen auth status` again; "
     "to work offline, configure a local model provider (provider.base_url)"
@@ -58,6 +67,7 @@ class AuthStatus(msgspec.Struct, frozen=True, kw_only=True):
     source: str = ""  # "GH_TOKEN", "Copilot CLI login", "openai provider at http://…"
     detail: str = ""
     fix: str = ""
+    models: tuple[str, ...] = ()  # the model ids offered (the SDK's list, or the provider's /models); () = unknown
 
 
 class LogoutResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,11 +91,58 @@ def auth_status(settings: Settings, env: Mapping[str, str] | None = None) -> Aut
     return github_status(settings, env)
 
 
-def preflight(settings: Settings, env: Mapping[str, str] | None = None) -> None:
-    """Stop before any work when no model can be reached: raise LopenError (exit 1) with the fix."""
+def preflight(settings: Settings, env: Mapping[str, str] | None = None, *, drafting: bool = False) -> list[str]:
+    """Stop before any work when no model can be reached, or a configured model is not offered:
+    raise LopenError (exit 1) with the fix. Returns warnings (a model that will fall back)."""
     status = auth_status(settings, env)
     if not status.ok:
         raise LopenError(status.headline, status.detail, status.fix, exit_code=1)
+    errors, warnings = check_models(settings, status, drafting=drafting)
+    if errors:
+        raise errors[0]
+    return warnings
+
+
+ROLES = ("planning", "building", "research", "oracle")
+
+
+def check_models(
+    settings: Settings, status: AuthStatus, *, drafting: bool = False
+) -> tuple[list[LopenError], list[str]]:
+    """Are the configured models offered (``status.models``: the SDK's list or the provider's)?
+
+    A role's model missing is an error, unless one of ``models.fallback`` is offered (then a warning:
+    the run will fall back); a fallback model missing is a warning. Nothing is checked when the list
+    is unknown (a provider that does not list its models)."""
+    offered = set(status.models)
+    if not offered:
+        return [], []
+    where = status.source if settings.provider.byok else "GitHub Copilot for this account"
+    shown = ", ".join(sorted(offered)[:12]) + (" …" if len(offered) > 12 else "")
+    roles = ("requirement_gathering", *ROLES) if drafting else ROLES
+    fallbacks = [m for m in settings.models.fallback if m in offered]
+    errors: list[LopenError] = []
+    warnings: list[str] = []
+    for role in roles:
+        model = getattr(settings.models, role)
+        if model in offered:
+            continue
+        var = f"LOPEN_MODELS__{role.upper()}"
+        if fallbacks and role != "oracle":
+            warnings.append(f"model {model} (models.{role}) is not offered by {where}; the run will use {fallbacks[0]}")
+            continue
+        errors.append(
+            LopenError(
+                f"model {model} (models.{role}) is not offered by {where}",
+                f"the models offered are: {shown}",
+                f"set models.{role} to one of them: export {var}=<model>, `lopen config set models.{role} <model>`, "
+                "or `--model <model>` for every phase",
+            )
+        )
+    for model in settings.models.fallback:
+        if model not in offered:
+            warnings.append(f"fallback model {model} (models.fallback) is not offered by {where}; it is skipped")
+    return errors, warnings
 
 
 # -- GitHub, through the Copilot CLI -----------------------------------------------------------
@@ -94,7 +151,7 @@ def preflight(settings: Settings, env: Mapping[str, str] | None = None) -> None:
 def github_status(settings: Settings, env: Mapping[str, str], timeout: float = CHECK_TIMEOUT) -> AuthStatus:
     token = env_token(env)
     try:
-        status, current = _with_cli(settings, env, _ask_status, timeout)
+        status, current, models = _with_cli(settings, env, _ask_status, timeout)
     except TimeoutError:
         return AuthStatus(
             ok=False,
@@ -124,6 +181,7 @@ def github_status(settings: Settings, env: Mapping[str, str], timeout: float = C
             headline=f"authenticated as {user or 'an unnamed account'} via {source}",
             user=user,
             source=source,
+            models=tuple(models),
         )
     errors = list(getattr(current, "auth_errors", None) or [])
     return _classify_failure(token, errors, status.statusMessage or "")
@@ -172,13 +230,21 @@ def _env_var(current: Any) -> str:
     return str(getattr(info, "env_var", "") or "")
 
 
-async def _ask_status(client: Any) -> tuple[Any, Any]:
+async def _ask_status(client: Any) -> tuple[Any, Any, list[str]]:
+    """The auth status, the current login's details, and (when signed in) the ids of the models
+    GitHub offers this account — the SDK's own list ([] when it cannot be had)."""
     status = await client.get_auth_status()
     try:
         current = await client.rpc.account.get_current_auth()
     except Exception:  # an experimental API: the status alone still answers
         current = None
-    return status, current
+    models: list[str] = []
+    if status.isAuthenticated:
+        try:
+            models = [m.id for m in await client.list_models()]
+        except Exception:  # the list is a check on top; without it nothing is checked
+            models = []
+    return status, current, models
 
 
 def _with_cli(settings: Settings, env: Mapping[str, str], action: Callable[[Any], Awaitable[T]], timeout: float) -> T:
@@ -286,6 +352,7 @@ def provider_status(provider: Provider, timeout: float = PROVIDER_TIMEOUT) -> Au
         headline=f"{source} answers",
         source=source,
         detail=("models: " + ", ".join(models[:8]) + (" …" if len(models) > 8 else "")) if models else "",
+        models=tuple(models),
     )
 
 

@@ -7,6 +7,7 @@ online one (invalid) and check what matters: the source, the classification, the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -16,11 +17,15 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from lopen.auth import (
     TOKEN_VARS,
+    AuthStatus,
+    _ask_status,
     auth_status,
+    check_models,
     env_token,
     github_status,
     login,
@@ -28,7 +33,7 @@ from lopen.auth import (
     preflight,
     provider_status,
 )
-from lopen.config import Provider, Settings
+from lopen.config import Models, Provider, Settings
 from lopen.errors import LopenError
 
 PROXY_VARS = (
@@ -90,6 +95,14 @@ def test_no_credentials_stop_the_preflight(auth_env: dict[str, str]) -> None:
     assert "no stored login" in error.why
     for needed in ("lopen auth login", "GH_TOKEN", '"Copilot Requests"'):
         assert needed in error.how
+    # all three ways to get a model, each with the exact commands
+    ways = error.how.splitlines()
+    assert ways[0] == "three ways to get a model:"
+    assert ways[1].startswith("    1. GitHub Copilot: `lopen auth login`")
+    assert ways[2].startswith("    2. your own provider") and "LOPEN_PROVIDER__BASE_URL=" in ways[2]
+    assert "LOPEN_MODELS__BUILDING=<model>" in ways[2]
+    assert ways[3].startswith("    3. the scripted model") and "python -m lopen.scripted_model --playbook" in ways[3]
+    assert "docs/your-own-playbook.md" in ways[3]
 
 
 def test_gh_token_wins_over_github_token(auth_env: dict[str, str]) -> None:
@@ -240,8 +253,18 @@ def provider_url() -> Iterator[str]:
         server.server_close()
 
 
-def byok(base_url: str, api_key: str = GOOD_KEY, type: str = "openai") -> Settings:
-    return Settings(provider=Provider(type=type, base_url=base_url, api_key=api_key))  # type: ignore[arg-type]
+SCRIPTED = Models(
+    requirement_gathering="scripted-opus",
+    planning="scripted-opus",
+    building="scripted-opus",
+    research="scripted-opus",
+    oracle="scripted-mini",
+    fallback=(),
+)
+
+
+def byok(base_url: str, api_key: str = GOOD_KEY, type: str = "openai", models: Models = SCRIPTED) -> Settings:
+    return Settings(provider=Provider(type=type, base_url=base_url, api_key=api_key), models=models)  # type: ignore[arg-type]
 
 
 def test_byok_provider_that_answers(provider_url: str) -> None:
@@ -250,7 +273,76 @@ def test_byok_provider_that_answers(provider_url: str) -> None:
     assert (status.ok, status.kind) == (True, "authenticated")
     assert status.source == f"openai provider at {provider_url}/v1"
     assert status.detail == "models: scripted-opus, scripted-mini"
-    preflight(settings, {})
+    assert status.models == ("scripted-opus", "scripted-mini")
+    assert preflight(settings, {}) == []
+
+
+def test_preflight_refuses_a_model_the_provider_does_not_offer(provider_url: str) -> None:
+    settings = byok(f"{provider_url}/v1", models=msgspec.structs.replace(SCRIPTED, building="gpt-9"))
+    with pytest.raises(LopenError) as caught:
+        preflight(settings, {})
+    error = caught.value
+    assert error.what == f"model gpt-9 (models.building) is not offered by openai provider at {provider_url}/v1"
+    assert error.why == "the models offered are: scripted-mini, scripted-opus"
+    assert "LOPEN_MODELS__BUILDING=<model>" in error.how
+
+
+def test_preflight_warns_when_a_fallback_will_be_used(provider_url: str) -> None:
+    models = msgspec.structs.replace(SCRIPTED, planning="gpt-9", fallback=("claude-x", "scripted-opus"))
+    warnings = preflight(byok(f"{provider_url}/v1", models=models), {})
+    assert warnings == [
+        f"model gpt-9 (models.planning) is not offered by openai provider at {provider_url}/v1; "
+        "the run will use scripted-opus",
+        f"fallback model claude-x (models.fallback) is not offered by openai provider at {provider_url}/v1; "
+        "it is skipped",
+    ]
+
+
+def test_the_drafting_model_is_checked_only_when_drafting(provider_url: str) -> None:
+    settings = byok(f"{provider_url}/v1", models=msgspec.structs.replace(SCRIPTED, requirement_gathering="gpt-9"))
+    assert preflight(settings, {}) == []
+    with pytest.raises(LopenError, match=r"models\.requirement_gathering"):
+        preflight(settings, {}, drafting=True)
+
+
+def test_copilot_routing_checks_the_sdks_model_list() -> None:
+    """Signed in to GitHub: the models come from the SDK's `list_models`, asked in the same CLI round trip."""
+
+    class Info:
+        def __init__(self, id: str) -> None:
+            self.id = id
+
+    class Status:
+        isAuthenticated = True
+
+    class Client:
+        class rpc:
+            class account:
+                @staticmethod
+                async def get_current_auth() -> None:
+                    return None
+
+        async def get_auth_status(self) -> Status:
+            return Status()
+
+        async def list_models(self) -> list[Info]:
+            return [Info("claude-opus-4.6"), Info("gpt-5-mini")]
+
+    _, _, models = asyncio.run(_ask_status(Client()))
+    assert models == ["claude-opus-4.6", "gpt-5-mini"]
+    status = AuthStatus(ok=True, kind="authenticated", headline="", source="GH_TOKEN", models=tuple(models))
+    errors, warnings = check_models(Settings(), status)  # the defaults
+    assert errors == []
+    assert warnings == [
+        f"fallback model {m} (models.fallback) is not offered by GitHub Copilot for this account; it is skipped"
+        for m in ("claude-sonnet-4.5", "gpt-5")
+    ]
+    wrong = Settings(models=Models(oracle="gpt-9-mini"))
+    errors, _ = check_models(wrong, status)
+    assert [e.what for e in errors] == [
+        "model gpt-9-mini (models.oracle) is not offered by GitHub Copilot for this account"
+    ]
+    assert errors[0].why == "the models offered are: claude-opus-4.6, gpt-5-mini"
 
 
 def test_byok_anthropic_headers(provider_url: str) -> None:

@@ -1,7 +1,7 @@
 """Session state: module, phase, step, status, current component and task — one row per session.
 
-Rows are keyed ``<project>/<session id>``. ``first_version``/``last_version`` are the session's
-span in its module's history stream, so ``lopen replay`` reads only that span.
+Rows are keyed ``<project>/<session id>``. ``first_seq``/``last_seq`` are the session's
+span in the store (every event of the session is inside it), so ``lopen replay`` reads only that span.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ PROJECTION = Projection(
     name="sessions",
     row=SessionView,
     handlers={
+        **dict.fromkeys(ev.EVENT_TYPES.values(), _touch),  # every event of a session extends its span
         ev.SessionStarted: _started,
         ev.SessionPaused: _status("paused"),
         ev.SessionResumed: _status("running"),
@@ -121,5 +122,5 @@ PROJECTION = Projection(
         ev.ToolCalled: _touch,
         ev.TokensUsed: _touch,
     },
-    version=2,
+    version=3,
 )

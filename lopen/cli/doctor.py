@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import typer
 
 if TYPE_CHECKING:
+    from lopen.auth import AuthStatus
+    from lopen.cli.output import Console
+    from lopen.config import Settings
     from lopen.sandbox.kernel import Protection
 
 
@@ -90,12 +93,45 @@ def check_git() -> Check:
     return Check("git", True, out)
 
 
-def check_credentials() -> Check:
-    from lopen.auth import auth_status
-    from lopen.config import load_settings
+def check_credentials(settings: Settings) -> tuple[Check, AuthStatus]:
+    """Can a model be reached? When not, the fix lists every way to get one (GitHub Copilot, your own
+    provider, the scripted model)."""
+    from lopen.auth import THREE_WAYS, auth_status
 
-    status = auth_status(load_settings())
-    return Check("credentials", status.ok, status.detail or status.headline, status.fix)
+    status = auth_status(settings)
+    fix = status.fix
+    if not status.ok and THREE_WAYS not in fix:
+        fix = f"{fix}\nor another way: {THREE_WAYS}" if fix else THREE_WAYS
+    return Check("credentials", status.ok, status.detail or status.headline, fix), status
+
+
+def check_models(settings: Settings, status: AuthStatus) -> Check | None:
+    """Are the configured models offered (the SDK's list, or the provider's /models)? None (nothing
+    to say) when no model can be reached: the credentials check says why."""
+    from lopen.auth import check_models as missing
+
+    if not status.ok:
+        return None
+    errors, warnings = missing(settings, status)
+    m = settings.models
+    configured = f"planning {m.planning}, building {m.building}, research {m.research}, oracle {m.oracle}"
+    if errors:
+        return Check("models", False, f"{errors[0].what}; {errors[0].why}", errors[0].how)
+    if not status.models:
+        return Check("models", True, f"{configured} (not checked: the list of models offered is not available)")
+    return Check("models", True, configured + "".join(f"; note: {w}" for w in warnings))
+
+
+def check_repository(root: Path | None) -> Check:
+    """A git repository with a commit and an identity (Lopen branches and commits in it)."""
+    from lopen.readiness import git_identity, git_problems
+
+    if root is None:
+        return Check("project", False, f"no project at {Path.cwd()}", "cd into your project, or `git init` one")
+    problems = git_problems(root)
+    if problems:
+        return Check("project", False, f"{root}: {problems[0].what}; {problems[0].why}", problems[0].how)
+    return Check("project", True, f"{root}: a git repository with commits; commits as {git_identity(root)}")
 
 
 def check_writable(root: Path) -> Check:
@@ -133,37 +169,52 @@ def sandbox_check(protection: Protection) -> Check:
     return Check("sandbox", True, protection.detail)
 
 
-def show(result: Check) -> None:
+def show(out: Console, result: Check) -> None:
     """Print one check: its mark, name and detail, and the fix for a ✗ or a !."""
     if not result.ok:
-        mark = typer.style("✗", fg="red")
+        mark = out.style(out.symbol("fail"), fg="red")
     elif result.warning:
-        mark = typer.style("!", fg="yellow")
+        mark = out.style("!", fg="yellow")
     else:
-        mark = typer.style("✓", fg="green")
-    typer.echo(f"{mark} {result.name}: {result.detail}")
+        mark = out.style(out.symbol("ok"), fg="green")
+    out.echo(f"{mark} {result.name}: {result.detail}")
     if (not result.ok or result.warning) and result.fix:
-        typer.echo(f"    fix: {result.fix}")
+        out.echo("    fix: " + result.fix.replace("\n", "\n         "))
 
 
 def doctor() -> None:
-    """Check whether Lopen can work here: Python, SDK, Copilot CLI, git, credentials, .lopen/, sandbox."""
+    """Check whether Lopen can work here: Python, SDK, Copilot CLI, git, the project's repository,
+    credentials (with every way to get a model), the configured models, .lopen/, the sandbox."""
+    from lopen.cli.output import Console
     from lopen.config import load_settings
     from lopen.project import find_root
 
     settings = load_settings()
-    checks: list[Callable[[], Check]] = [
+    root = find_root(Path.cwd(), required=False)
+    status: list[AuthStatus] = []
+
+    def credentials() -> Check:
+        check, found = check_credentials(settings)
+        status.append(found)
+        return check
+
+    checks: list[Callable[[], Check | None]] = [
         check_python,
         check_sdk,
         lambda: check_cli(settings.copilot.cli_path),
         check_git,
-        check_credentials,
-        lambda: check_writable(find_root(Path.cwd(), required=False) or Path.cwd()),
+        lambda: check_repository(root),
+        credentials,
+        lambda: check_models(settings, status[0]),
+        lambda: check_writable(root or Path.cwd()),
         lambda: check_sandbox(settings.sandbox.mode),
     ]
+    out = Console.for_settings(settings)
     failed = False
     for run in checks:
         result = run()
-        show(result)
+        if result is None:
+            continue
+        show(out, result)
         failed = failed or not result.ok
     raise typer.Exit(1 if failed else 0)

@@ -1,4 +1,4 @@
-"""`lopen replay`, `lopen projections rebuild` and `lopen session list|show|delete|prune`.
+"""`lopen replay`, `lopen log`, `lopen projections rebuild` and `lopen session list|show|delete|prune`.
 
 Everything here reads the event store (`events`); store errors become `LopenError`s.
 Deleting or pruning a session records `SessionDeleted`: the session leaves the lists, its
@@ -40,8 +40,9 @@ FORMAT_OPTION = typer.Option(Format.md, "--format", "-f", help="md, json or yaml
 
 
 def register(app: typer.Typer) -> None:
-    """Add `replay`, `projections` and `session` to the `lopen` app."""
+    """Add `replay`, `log`, `projections` and `session` to the `lopen` app."""
     app.command("replay")(replay)
+    app.command("log")(log)
     app.add_typer(projections_app, name="projections")
     app.add_typer(session_app, name="session")
 
@@ -111,33 +112,169 @@ def _write(lines: Iterator[bytes]) -> None:
 # -- commands ------------------------------------------------------------------------------------------
 
 
+TYPES_HELP = "Only events of this type (repeatable), e.g. --type OracleVerdictRecorded --type CommitRecorded."
+TYPES_OPTION = typer.Option(None, "--type", help=TYPES_HELP)
+BOUND_HELP = "an event number (1234 or #1234) or an ISO-8601 time (2026-11-26T14:05Z; a date alone = that day)"
+
+
+def _view_options(width: int | None, full: bool) -> dict[str, object]:
+    """Width (the terminal's, else COLUMNS, else a wide default) and symbols for the text view."""
+    import shutil
+
+    from events.replay import WIDTH
+    from lopen.cli.output import Console
+
+    return {
+        "width": width or shutil.get_terminal_size((WIDTH, 24)).columns,
+        "full": full,
+        "ascii": Console.for_settings().ascii,  # display.ascii, or an output that cannot show ✓ ✗ │
+    }
+
+
+def _selection(task: str | None, invocation: str | None, types: list[str] | None, since: str | None, until: str | None):
+    from events.replay import Selection, event_type_names, parse_bound
+    from lopen.errors import LopenError
+
+    try:
+        chosen = event_type_names(types or [])
+    except ValueError as exc:
+        raise LopenError("unknown --type", str(exc), "`docs/events.md` lists every event type") from None
+    bounds = {}
+    for flag, text in (("--since", since), ("--until", until)):
+        if text:
+            try:
+                bounds[flag] = parse_bound(text, upper=flag == "--until")
+            except ValueError as exc:
+                raise LopenError(f"{flag} {text!r} is not understood", str(exc), f"give {flag} {BOUND_HELP}") from None
+    from events.replay import Bound
+
+    return Selection(
+        task=task or "",
+        invocation=invocation or "",
+        types=chosen,
+        since=bounds.get("--since", Bound()),
+        until=bounds.get("--until", Bound()),
+    )
+
+
 def replay(
-    session_id: str = typer.Argument(..., metavar="SESSION", help="The session id, e.g. auth-20261126-1."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per line: seq, type, at and the fields."),
+    session_id: str | None = typer.Argument(
+        None, metavar="SESSION", help="The session id, e.g. auth-20261126-1 (default: the latest)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="One JSON object per line: seq, type, at (ISO-8601, UTC) and every field."
+    ),
+    full: bool = typer.Option(False, "--full", help="Cut nothing: every value whole, hashes unabbreviated."),
+    tree: bool = typer.Option(
+        False, "--tree", help="Group by invocation: its tool calls, its oracle invocations and their verdicts."
+    ),
+    task: str | None = typer.Option(None, "--task", help="Only this task's events, e.g. core/1."),
+    invocation: str | None = typer.Option(
+        None, "--invocation", help="Only this invocation's events (with its oracle invocations)."
+    ),
+    types: list[str] | None = TYPES_OPTION,
+    since: str | None = typer.Option(None, "--since", help=f"From {BOUND_HELP}."),
+    until: str | None = typer.Option(None, "--until", help=f"Up to {BOUND_HELP}."),
+    width: int | None = typer.Option(None, "--width", min=40, help="Columns (default: the terminal's)."),
 ) -> None:
-    """Print a session's history, one event per line, in order (for audit)."""
+    """Print a session's history, one event per line, in order (for audit).
+
+    The story starts with the spec approval the session worked from (who approved, the approved
+    hashes). Oracle findings and failure causes are shown under their event.
+    """
     from events import replay as rp
     from events.recorded import parse_session_id
     from lopen.errors import LopenError
 
-    try:
-        parse_session_id(session_id)
-    except ValueError as exc:
-        raise LopenError(str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`") from None
+    if session_id is not None:
+        try:
+            parse_session_id(session_id)
+        except ValueError as exc:
+            raise LopenError(
+                str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`"
+            ) from None
+    if as_json and tree:
+        raise LopenError("--tree and --json do not go together", "the tree is a text view", "leave one of them out")
+    selection = _selection(task, invocation, types, since, until)
     with _store() as store:
         views = store.projections
         views.catch_up()
-        if views.sessions.get(session_id) is None:
+        session = views.sessions.get(session_id) if session_id else views.sessions.latest()
+        if session is None:
             raise LopenError(
-                f"no session {session_id}",
-                f"the event store at {store.location} has no events for it in this project",
-                "see `lopen session list`",
+                f"no session {session_id}" if session_id else "no sessions yet",
+                f"the event store at {store.location} has no events for it in this project"
+                if session_id
+                else "nothing has been run in this project",
+                "see `lopen session list`" if session_id else "`lopen run <module>` starts one",
             )
-        records = rp.session_records(store, views.project, session_id)
+        records = rp.select(
+            rp.session_records(store, views.project, session.id, selection.first_seq, selection.last_seq), selection
+        )
         if as_json:
             _write(rp.json_line(rec) for rec in records)
-        else:
-            _write(f"{rp.text_line(rec)}\n".encode() for rec in records)
+            return
+        view = rp.TextView(**_view_options(width, full), tree=tree, seq_width=len(str(session.last_seq)))
+        _write(_lines(view, records))
+
+
+def _lines(view, records) -> Iterator[bytes]:
+    for rec in records:
+        for line in view.render(rec):
+            yield f"{line}\n".encode()
+
+
+def log(
+    task_id: str = typer.Argument(
+        ..., metavar="TASK", help="The task id, e.g. core/1 (`lopen session show` lists them)."
+    ),
+    module: str | None = typer.Option(None, "--module", "-m", help="The task's module (needed when several have it)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line, as `lopen replay --json`."),
+    full: bool = typer.Option(False, "--full", help="Cut nothing."),
+    width: int | None = typer.Option(None, "--width", min=40, help="Columns (default: the terminal's)."),
+) -> None:
+    """One task's story across every session: its invocations (with their prompt headers), tool
+    calls, oracle verdicts with their findings, status changes and commits."""
+    from events import replay as rp
+    from lopen.errors import LopenError
+
+    with _store() as store:
+        views = store.projections
+        views.catch_up()
+        states = views.plan.all()
+        if module is not None:
+            states = [s for s in states if s.module == module]
+            if not states:
+                raise LopenError(
+                    f"no module {module} in this project's history",
+                    f"the event store at {store.location} has nothing recorded for it",
+                    "see `lopen modules`",
+                )
+        owners = [s for s in states if task_id in s.tasks]
+        if not owners:
+            known = sorted({t for s in states for t in s.tasks})
+            raise LopenError(
+                f"no task {task_id}" + (f" in module {module}" if module else ""),
+                ("tasks recorded: " + ", ".join(known[:20]) + (" …" if len(known) > 20 else ""))
+                if known
+                else "no plan has been recorded yet",
+                "task ids look like <component>/<n>; `lopen session show` lists a module's tasks",
+            )
+        if len(owners) > 1:
+            raise LopenError(
+                f"task {task_id} exists in several modules: {', '.join(s.module for s in owners)}",
+                "task ids are unique within a module only",
+                f"say which with --module, e.g. `lopen log {task_id} --module {owners[0].module}`",
+            )
+        state = owners[0]
+        records = rp.task_records(store, views.project, state.module, task_id)
+        if as_json:
+            _write(rp.json_line(rec) for rec in records)
+            return
+        last = views.sessions.latest(state.module)
+        seq_width = len(str(max(last.last_seq if last else 0, store.last_seq())))
+        view = rp.TextView(**_view_options(width, full), tree=True, sessions=True, prompts=True, seq_width=seq_width)
+        _write(_lines(view, records))
 
 
 @projections_app.command("rebuild")
@@ -154,16 +291,20 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
     if as_json:
         typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
         return
+    from lopen.text import plural
+
     for problem in result["problems"]:
         typer.echo(f"skipped: {problem}")
     seconds = result["seconds"]
     rate = result["events"] / seconds if seconds else 0.0
     typer.echo(
-        f"rebuilt {len(result['rows'])} projections from {result['events']:,} events "
+        f"rebuilt {plural(len(result['rows']), 'projection')} from {plural(result['events'], 'event')} "
         f"in {seconds:.2f} s ({rate:,.0f} events/s)"
     )
+    width = max((len(f"{rows:,}") for rows in result["rows"].values()), default=1)
     for name, rows in result["rows"].items():
-        typer.echo(f"  {name:<10} {rows:>7,} rows")
+        count, noun = plural(rows, "row").split(" ")
+        typer.echo(f"  {name:<10} {count:>{max(width, 7)}} {noun}")
     typer.echo(f"identical to the projections kept incrementally: {'yes' if identical else 'NO'}")
 
 
@@ -226,7 +367,7 @@ def list_sessions(
 
 @session_app.command("show")
 def show(
-    session_id: str | None = typer.Argument(None, metavar="[SESSION]", help="The session id (default: the latest)."),
+    session_id: str | None = typer.Argument(None, metavar="SESSION", help="The session id (default: the latest)."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
@@ -297,6 +438,11 @@ def prune(
                 deleted = ev.SessionDeleted(reason=reason, session_id=session_id)
                 store.append(module_stream(views.project, module), [deleted])
                 pruned.append(session_id)
+    from lopen.text import plural
+
     for session_id in pruned:
         typer.echo(f"deleted {session_id}")
-    typer.echo(f"pruned {len(pruned)} sessions; kept the newest {retention} completed per module")
+    typer.echo(
+        f"pruned {plural(len(pruned), 'session')}; kept the newest {retention} completed "
+        f"{'one' if retention == 1 else 'ones'} of each module"
+    )

@@ -37,9 +37,10 @@ def approve(module: str = MODULE) -> None:
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store:
         approved, gaps = approve_spec(root, module, store, project)
+    hashed = len(approved.section_hashes)
     typer.echo(
         f"✓ approved the specification of {module} by {approved.approver} "
-        f"({len(approved.section_hashes)} sections hashed)"
+        f"({hashed} section{'s' * (hashed != 1)} hashed)"
     )
     for gap in gaps:
         typer.echo(f"  note: {gap}")
@@ -100,7 +101,8 @@ def _start(
             "write it (see docs/specifications.md), or have it drafted: "
             f"`lopen run {module} --prompt '<what to build>'`",
         )
-    preflight(settings)
+    for warning in preflight(settings, drafting=drafting):
+        typer.echo(f"warning: {warning}", err=True)
     ensure_lopen_dir(root)
     if drafting:
         from lopen.app.drafting import draft_spec

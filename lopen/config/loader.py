@@ -7,6 +7,7 @@ Every layer is validated on its own so an error names the file or variable it ca
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -323,13 +324,22 @@ def set_value(
         )
     section[spec.name] = list(value) if isinstance(value, tuple) else value
     _merge(_layers(root, {}, env, {}, replace=(path, data)))  # refuse what would not load
-    if user:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    else:
-        ensure_lopen_dir(path.parent.parent)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        if user:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            ensure_lopen_dir(path.parent.parent)
+        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise LopenError(
+            f"cannot write {key} to {path}",
+            f"{exc.strerror or exc} (errno {exc.errno})" + (f": {exc.filename}" if exc.filename else ""),
+            f"make {path.parent} writable, or set it for this shell only: export {spec.env_var}={text}",
+        ) from None
     return path, value
 
 

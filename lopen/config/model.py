@@ -165,9 +165,10 @@ class Store(_Section):
     url: Annotated[
         str,
         _doc(
-            'Event store; "" = SQLite at .lopen/store.sqlite, postgresql://… = a shared PostgreSQL.',
-            pattern=r"^(postgres(ql)?://\S+)?$",
-            allowed="empty (SQLite under .lopen/), or a postgresql:// URL",
+            'Event store; "" = SQLite at .lopen/store.sqlite, sqlite:///<path> = SQLite there (a relative path '
+            "is from the project root), postgresql://… = a shared PostgreSQL.",
+            pattern=r"^((postgres(ql)?://|sqlite:///)\S+)?$",
+            allowed="empty (SQLite under .lopen/), sqlite:///<path>, or a postgresql:// URL",
         ),
     ] = ""
 

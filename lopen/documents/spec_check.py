@@ -8,6 +8,7 @@ Errors make the check fail; warnings are reported but do not.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -18,6 +19,9 @@ from lopen.documents.criteria import ACCEPTANCE_CRITERIA, SKILLS_AND_HOOKS, crit
 from lopen.documents.paths import list_modules
 from lopen.documents.section_cache import SectionCache, load_spec
 from lopen.documents.sections import Document, Section
+
+PLACEHOLDER = re.compile(r"\[TODO:[^\]]*\]")
+"""What `lopen init` leaves for the author to fill in: ``[TODO: what the module does]``."""
 
 FRONT_MATTER_EXAMPLE = "a '---' block at the top with 'name: <module>' and 'description: <one line>' lines"
 
@@ -92,7 +96,28 @@ def check_spec(doc: Document, module: str | None = None) -> SpecCheck:
             gaps.append(Gap(name, "section is empty", expected, "warning", section.line))
         elif name == SKILLS_AND_HOOKS:
             gaps += _skills_gaps(doc, section, expected)
-    return SpecCheck(gaps=gaps)
+    return SpecCheck(gaps=gaps + placeholder_gaps(doc))
+
+
+def placeholder_gaps(doc: Document) -> list[Gap]:
+    """One error per ``[TODO: …]`` placeholder left in the text (outside code blocks)."""
+    gaps: list[Gap] = []
+    fence = ""
+    for number, line in enumerate(doc.source.splitlines(), start=1):
+        stripped = line.lstrip()
+        marker = stripped[:3]
+        if marker in ("```", "~~~"):
+            fence = "" if fence and marker == fence else (fence or marker)
+            continue
+        if fence:
+            continue
+        for found in PLACEHOLDER.finditer(line):
+            owner = [s for s in doc.sections if s.line <= number]
+            part = owner[-1].key if owner and doc.sections.index(owner[-1]) != doc.title_index else "front matter"
+            if owner and doc.sections.index(owner[-1]) == doc.title_index:
+                part = "H1"
+            gaps.append(Gap(part, f"placeholder left: {found.group(0)}", "your own text in its place", line=number))
+    return gaps
 
 
 def _front_matter_gaps(doc: Document, module: str | None) -> list[Gap]:

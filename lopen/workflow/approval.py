@@ -14,10 +14,15 @@ from lopen.git import who
 
 
 def approve_spec(
-    root: Path, module: str, store: EventStore, project: str, approver: str = ""
+    root: Path, module: str, store: EventStore, project: str | None = None, approver: str = ""
 ) -> tuple[ev.SpecApproved, list[str]]:
     """Record the approval of the module's current spec, with who approved it (the git identity, else
-    ``$USER``, unless ``approver`` names someone); returns it and the spec check's gaps."""
+    ``$USER``, unless ``approver`` names someone); returns it and the spec check's gaps. ``project``
+    defaults to the store's project (``lopen.project.open_store``), else the project id recorded
+    under ``root``. A spec that still holds ``[TODO: …]`` placeholders is refused."""
+    from lopen.documents.spec_check import placeholder_gaps
+    from lopen.project import project_id
+
     _, doc = load_spec(root, module)
     if not acceptance_criteria(doc):
         raise LopenError(
@@ -25,8 +30,17 @@ def approve_spec(
             "Lopen verifies the module against them; without them nothing can be checked",
             f"add an `## Acceptance Criteria` checkbox list (see `lopen spec check {module}`)",
         )
+    left = placeholder_gaps(doc)
+    if left:
+        raise LopenError(
+            f"the specification of {module} still has {len(left)} placeholder{'s' * (len(left) != 1)}",
+            "; ".join(f"line {g.line}: {g.problem.removeprefix('placeholder left: ')}" for g in left[:5])
+            + (" …" if len(left) > 5 else ""),
+            f"replace each [TODO: …] with your own text (`lopen spec check {module}` lists them), then approve",
+        )
     approved = ev.SpecApproved(
         spec_hash=spec_hash(doc), section_hashes=section_hashes(doc), approver=approver or who(root)
     )
+    project = project or store.projections.project or project_id(root)
     store.append(module_stream(project, module), [approved])
     return approved, [f"{gap.part}: {gap.expected}" for gap in check_spec(doc, module).gaps]

@@ -260,8 +260,16 @@ name = "main"
 match = { user_contains = "delegate it" }
   [[rule.turn]]
   text = "Delegating."
-  tool_calls = [ { name = "task", arguments = { name = "helper", description = "run the sub work", prompt = "SUB-AGENT WORK: echo a line", agent_type = "task", mode = "sync", model = "scripted-main" } } ]
   usage = { prompt_tokens = 1000, completion_tokens = 40 }
+    [[rule.turn.tool_calls]]
+    name = "task"
+    [rule.turn.tool_calls.arguments]
+    name = "helper"
+    description = "run the sub work"
+    prompt = "SUB-AGENT WORK: echo a line"
+    agent_type = "task"
+    mode = "sync"
+    model = "scripted-main"
   [[rule.turn]]
   text = "All done."
   usage = { prompt_tokens = 1100, completion_tokens = 5 }

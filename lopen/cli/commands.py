@@ -1,0 +1,70 @@
+"""The `lopen` command tree: every command group registered on one Typer app.
+
+Each command group lives in its own module beside this one. Heavy imports (the Copilot SDK, actors,
+the MCP SDK) happen inside command functions, never at import time. ``lopen.cli.main`` is the entry
+point; it loads this module only when a command runs (``--help`` is answered from ``lopen.cli._help``).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Plain (click-style) help and errors unless the user asks for rich's: rich costs ~50 ms on every --help.
+os.environ.setdefault("TYPER_USE_RICH", "0")
+
+import typer
+
+from lopen import __version__
+from lopen.cli import workflow
+from lopen.cli.auth_cmd import auth_app
+from lopen.cli.config_cmd import config_app
+from lopen.cli.doctor import doctor
+from lopen.cli.init_cmd import init
+from lopen.cli.mcp_cmd import mcp
+from lopen.cli.modules import modules
+from lopen.cli.revert import revert
+from lopen.cli.sessions import register as register_sessions
+from lopen.cli.sessions import session_app
+from lopen.cli.spec import spec_app
+
+app = typer.Typer(
+    name="lopen",
+    help="Build a software module from its specification by driving GitHub Copilot.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lopen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks for errors."),
+) -> None:
+    if debug:
+        os.environ["LOPEN_DEBUG"] = "1"
+
+
+app.command("init")(init)
+app.command("run")(workflow.run)
+app.command("plan")(workflow.plan)
+app.command("build")(workflow.build)
+app.command("demo")(workflow.demo)
+spec_app.command("approve")(workflow.approve)
+spec_app.command("draft")(workflow.draft)
+app.command("modules")(modules)
+app.command("doctor")(doctor)
+app.command("revert")(revert)
+app.command("mcp")(mcp)
+app.add_typer(spec_app, name="spec")
+app.add_typer(config_app, name="config")
+app.add_typer(auth_app, name="auth")
+register_sessions(app)  # replay, projections, session
+session_app.command("resume")(workflow.resume_session)
