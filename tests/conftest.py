@@ -19,3 +19,12 @@ def cli_path() -> str:
         if os.environ.get("CI"):
             pytest.fail(f"the Copilot CLI is required in CI: {exc.what}")
         pytest.skip(f"these tests need the Copilot CLI: {exc.what} — run bin/setup")
+
+
+@pytest.fixture
+def otlp_receiver():
+    """A real OTLP/HTTP receiver on a loopback port (tests/otlp_receiver.py)."""
+    from otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        yield receiver

@@ -63,6 +63,8 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     retry_max_delay: float = 30.0
     copilot_home: str = ""
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    # The SDK's TelemetryConfig (lopen.telemetry.copilot_telemetry): the CLI exports its own spans.
+    telemetry: dict[str, Any] | None = None
 
 
 class Gateway:
@@ -125,7 +127,7 @@ class Gateway:
 
         connection = RuntimeConnection.for_stdio(path=self.config.cli_path)
         connection.env = self._process_env()
-        self._client = CopilotClient(connection=connection)
+        self._client = CopilotClient(connection=connection, telemetry=self.config.telemetry)
         try:
             await self._client.start()
         except Exception as exc:
@@ -222,21 +224,26 @@ class Gateway:
     ) -> InvocationResult:
         from copilot.session import PermissionHandler
 
+        from lopen.telemetry.context import remote_parent
+
         run = _SessionRun(model, emit)
         begun = time.monotonic()
         session = None
+        conversation = request.conversation_id
         try:
-            session = await self._client.create_session(
-                on_permission_request=PermissionHandler.approve_all,
-                model=model,
-                tools=[to_sdk_tool(t) for t in tools],
-                system_message={"mode": request.system_mode, "content": request.system_message},
-                working_directory=request.working_directory or None,
-                infinite_sessions={"enabled": False},
-                provider=self._provider_dict(),
-            )
-            session.on(run.observe)
-            await session.send_and_wait(request.prompt, timeout=request.timeout)
+            with remote_parent(request.traceparent):  # the CLI's spans go under Lopen's invocation span
+                session = await self._client.create_session(
+                    on_permission_request=PermissionHandler.approve_all,
+                    model=model,
+                    tools=[to_sdk_tool(t) for t in tools],
+                    system_message={"mode": request.system_mode, "content": request.system_message},
+                    working_directory=request.working_directory or None,
+                    infinite_sessions={"enabled": False},
+                    provider=self._provider_dict(),
+                    session_id=(f"{conversation}-{len(attempts) + 1}" if attempts else conversation) or None,
+                )
+                session.on(run.observe)
+                await session.send_and_wait(request.prompt, timeout=request.timeout)
         except Exception as exc:
             run.error = run.evidence.classify(model, exc)
         finally:

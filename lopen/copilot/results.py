@@ -93,7 +93,13 @@ class InvocationResult(msgspec.Struct):
 
 
 class InvocationRequest(msgspec.Struct, frozen=True):
-    """A fresh session: the model chain is tried in order when a model is unavailable."""
+    """A fresh session: the model chain is tried in order when a model is unavailable.
+
+    ``traceparent`` (W3C, from ``lopen.telemetry``; "" = none) makes the Copilot CLI's own spans
+    children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
+    attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
+    share one ``gen_ai.conversation.id``.
+    """
 
     models: list[str]
     prompt: str
@@ -101,6 +107,8 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     system_mode: str = "append"
     working_directory: str = ""
     timeout: float = 900.0
+    traceparent: str = ""
+    conversation_id: str = ""
 
 
 # Stream events handed to the gateway's callback while a session runs.
