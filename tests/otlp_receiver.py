@@ -10,7 +10,8 @@ the official ``opentelemetry-proto`` messages (``ExportTraceServiceRequest``,
         receiver.metrics("lopen.commits")     # the Metric messages of that name
         receiver.wait_for(lambda r: …, timeout=30)  # a condition variable, not a sleep
 
-``status`` makes it answer every request with that HTTP status (e.g. 503) instead of 200.
+``status`` makes it answer every request with that HTTP status (e.g. 503) instead of 200;
+``metrics_status`` only the metrics requests (Jaeger answers 404: it takes traces only).
 """
 
 from __future__ import annotations
@@ -84,8 +85,9 @@ def decode(kind: str, body: bytes, content_type: str) -> Any:
 
 
 class OtlpReceiver:
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, metrics_status: int | None = None) -> None:
         self.status = status
+        self.metrics_status = status if metrics_status is None else metrics_status
         self.traces: list[ExportTraceServiceRequest] = []
         self.metric_requests: list[ExportMetricsServiceRequest] = []
         self.content_types: list[str] = []
@@ -99,13 +101,13 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 kind = self.path.rstrip("/").rsplit("/", 1)[-1]
                 content_type = self.headers.get("Content-Type", "")
-                if receiver.status == 200 and kind in ("traces", "metrics"):
+                status = {"traces": receiver.status, "metrics": receiver.metrics_status}.get(kind, 404)
+                if status == 200:
                     message = decode(kind, body, content_type)
                     with receiver._changed:
                         receiver.content_types.append(content_type)
                         (receiver.traces if kind == "traces" else receiver.metric_requests).append(message)
                         receiver._changed.notify_all()
-                status = receiver.status if kind in ("traces", "metrics") else 404
                 self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")

@@ -119,3 +119,5 @@ def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path
         typer.echo(summary, err=True)
     else:
         out.ok(summary)
+    if done.metrics_refused:
+        console.warn(f"{destination} does not take metrics ({done.metrics_refused}): only the spans were exported")

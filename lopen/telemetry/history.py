@@ -36,6 +36,7 @@ class Exported(msgspec.Struct, frozen=True):
     spans: int
     points: int
     seconds: float
+    metrics_refused: str = ""  # why the destination took the spans but not the metrics
 
     @property
     def events_per_second(self) -> float:
@@ -74,9 +75,16 @@ def export_records(
     sink.export_spans(buffer)
     spans += len(buffer)
     snapshot = fold.snapshot()
-    sink.export_metrics(snapshot)
-    points = sum(len(m.points) for m in snapshot)
-    return Exported(events=events, spans=spans, points=points, seconds=time.perf_counter() - begun)
+    refused = ""
+    try:
+        sink.export_metrics(snapshot)
+    except Exception as exc:
+        if not getattr(exc, "refused", False):  # ExportFailed(refused=True): e.g. Jaeger takes traces only
+            raise
+        refused = str(exc)
+    points = 0 if refused else sum(len(m.points) for m in snapshot)
+    seconds = time.perf_counter() - begun
+    return Exported(events=events, spans=spans, points=points, seconds=seconds, metrics_refused=refused)
 
 
 def export_session(

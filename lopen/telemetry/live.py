@@ -7,21 +7,22 @@
     handle.close()                              # ends what is open, sends the rest (bounded wait)
 
 ``attach`` returns a handle that does nothing (and imports nothing) when export is off. When it is
-on, the bus callback only puts each batch of ``Recorded`` on a bounded queue — it runs on the
-appending thread and never waits. One daemon thread folds the batches into spans and metrics
-(``SpanBuilder``, ``MetricsFold``: the same folds ``lopen trace`` uses, so both give the same tree)
-and hands them to the OTLP exporter with a short timeout.
+on, the bus callback only appends each batch of ``Recorded`` to a bounded deque — it runs on the
+appending thread and neither waits nor wakes anyone. One daemon thread looks once per period
+(``OTEL_BSP_SCHEDULE_DELAY``, default 1 s, and at once on close), folds the batches into spans and
+metrics (``SpanBuilder``, ``MetricsFold``: the same folds ``lopen trace`` uses, so both give the
+same tree) and hands what ended to the OTLP exporter, with a short timeout.
 
-Never in the way: when the collector cannot be reached (or the queue overflows) Lopen says so in
+Never in the way: when the collector cannot be reached (or the exporter falls far behind) Lopen says so in
 one warning line and stops exporting for the rest of the run; the events are all in the store, and
 ``lopen trace <session>`` exports them later.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
-import queue
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
 
 __all__ = ["QUEUE_LIMIT", "Telemetry", "attach"]
 
-QUEUE_LIMIT = 10_000  # batches waiting for the exporter thread; more are dropped (with one warning)
+QUEUE_LIMIT = 100_000  # batches waiting for the exporter thread; more are dropped (with one warning)
 CLOSE_WAIT = 5.0  # seconds close() waits for the last export
+FLUSH_EVERY = 1.0  # seconds between exports during a run (OTEL_BSP_SCHEDULE_DELAY, in ms, sets it)
 Warn = Callable[[str], None]
 
 
@@ -74,7 +76,14 @@ class _Live(Telemetry):
     enabled = True
 
     def __init__(
-        self, store: EventStore, project: str, export: ExportSettings, sink: Sink, settings: Settings, warn: Warn
+        self,
+        store: EventStore,
+        project: str,
+        export: ExportSettings,
+        sink: Sink,
+        settings: Settings,
+        warn: Warn,
+        flush_every: float = FLUSH_EVERY,
     ) -> None:
         from lopen.telemetry.metrics import MetricsFold, module_usage_before
         from lopen.telemetry.spans import SpanBuilder
@@ -89,11 +98,14 @@ class _Live(Telemetry):
             (budget.token_budget_per_module, float(budget.premium_budget_per_module)),
             module_usage_before(store.read_stream),
         )
-        self.queue: queue.Queue[list[Recorded] | None] = queue.Queue(QUEUE_LIMIT)
+        self.pending: collections.deque[list[Recorded]] = collections.deque()  # appends never block on it
+        self.flush_every = max(flush_every, 0.05)
         self.dropped = 0
         self.failed = False
+        self.metrics_on = True
         self.exported_spans = 0
         self._closed = False
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._work, name="lopen-telemetry", daemon=True)
         self._thread.start()
         self._subscription: Subscription | None = None
@@ -112,55 +124,64 @@ class _Live(Telemetry):
     # -- the appending thread: never waits ---------------------------------------------------------
 
     def _on_batch(self, batch: list[Recorded]) -> None:
-        try:
-            self.queue.put_nowait(batch)
-        except queue.Full:
+        if len(self.pending) >= QUEUE_LIMIT:  # the exporter thread fell far behind: drop, say so at close
             self.dropped += len(batch)
+        else:
+            self.pending.append(batch)  # no lock, no wake-up: the exporter thread looks once per period
 
     # -- the exporter thread ---------------------------------------------------------------------------
 
     def _work(self) -> None:
-        done = False
-        while not done:
-            batch = self.queue.get()
-            spans = []
+        """Once per ``flush_every`` (and at once on close): fold what the bus handed over, export the
+        spans that ended and the metrics. The appending thread never waits for this one."""
+        while True:
+            closing = self._stop.wait(self.flush_every)
+            spans: list[Any] = []
             changed = False
-            while True:  # fold everything already waiting, then export once
-                if batch is None:
-                    done = True
-                    spans += self.spans.finish()
-                    changed = True
-                    break
-                mine = [r for r in batch if r.event.project == self.project]
+            while self.pending and not self.failed:
+                mine = [r for r in self.pending.popleft() if r.event.project == self.project]
                 spans += self.spans.feed(mine)
                 changed = self.metrics.feed(mine) or changed
-                try:
-                    batch = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-            if spans or (done and changed):
-                self._send(spans, with_metrics=changed or done)
+            if closing and not self.failed:
+                spans += self.spans.finish()
+                changed = True
+            if spans or changed:
+                self._send(spans, with_metrics=changed)
+            if closing:
+                return
 
     def _send(self, spans: list[Any], *, with_metrics: bool) -> None:
-        if self.failed:
-            return
         from lopen.telemetry.otlp import ExportFailed
 
         try:
             if spans:
                 self.sink.export_spans(spans)
                 self.exported_spans += len(spans)
-            if with_metrics:
-                self.sink.export_metrics(self.metrics.snapshot())
         except ExportFailed as exc:
-            self._give_up(str(exc))
+            return self._give_up(str(exc))
         except Exception as exc:  # an exporter bug must not reach the run
-            self._give_up(f"{type(exc).__name__}: {exc}")
+            return self._give_up(f"{type(exc).__name__}: {exc}")
+        if not with_metrics or not self.metrics_on:
+            return None
+        try:
+            self.sink.export_metrics(self.metrics.snapshot())
+        except ExportFailed as exc:
+            if not exc.refused:
+                return self._give_up(str(exc))
+            self.metrics_on = False  # e.g. Jaeger: traces only
+            self.warn(f"telemetry: {self._where()} does not take metrics ({exc}); spans still go there")
+        except Exception as exc:
+            return self._give_up(f"{type(exc).__name__}: {exc}")
+        return None
+
+    def _where(self) -> str:
+        return self.export.endpoint if self.export else "the collector"
 
     def _give_up(self, reason: str) -> None:
+        """Say it once; export nothing more in this run."""
         self.failed = True
         self.warn(
-            f"telemetry: cannot export to {self.export.endpoint if self.export else '?'} ({reason}); "
+            f"telemetry: cannot export to {self._where()} ({reason}); "
             "this run goes on without exporting — `lopen trace <session>` can export it later"
         )
 
@@ -170,8 +191,7 @@ class _Live(Telemetry):
         self._closed = True
         if self._subscription is not None:
             self._subscription.cancel()
-        with contextlib.suppress(queue.Full):
-            self.queue.put(None, timeout=timeout)
+        self._stop.set()
         self._thread.join(timeout)
         if self.dropped and not self.failed:
             self.warn(
@@ -180,6 +200,14 @@ class _Live(Telemetry):
             )
         with contextlib.suppress(Exception):
             self.sink.close()
+
+
+def _schedule_delay(env: Mapping[str, str]) -> float:
+    """``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds) as seconds; ``FLUSH_EVERY`` when unset or invalid."""
+    try:
+        return max(0.0, float(env["OTEL_BSP_SCHEDULE_DELAY"]) / 1000)
+    except (KeyError, ValueError):
+        return FLUSH_EVERY
 
 
 def attach(
@@ -199,7 +227,8 @@ def attach(
     turn export off this imports nothing and returns an inert handle.
     """
     say = warn or _stderr
-    resolution = resolve(settings.otel, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    resolution = resolve(settings.otel, env)
     if resolution.problem:
         say(f"telemetry: {resolution.problem}; nothing is exported")
     if resolution.export is None:
@@ -211,6 +240,6 @@ def attach(
     except ImportError as exc:
         say(f"telemetry: the OpenTelemetry packages are missing ({exc.name}); reinstall lopen to export")
         return Telemetry(project)
-    live = _Live(store, project, resolution.export, sink, settings, say)
+    live = _Live(store, project, resolution.export, sink, settings, say, _schedule_delay(env))
     live.follow(store, after)
     return live

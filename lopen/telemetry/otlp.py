@@ -53,7 +53,12 @@ _UNSET = Status(StatusCode.UNSET)
 
 
 class ExportFailed(Exception):
-    """An export did not reach its destination; ``str()`` is a one-line reason."""
+    """An export did not reach its destination; ``str()`` is a one-line reason. ``refused``: the
+    collector answered, with an HTTP error (e.g. Jaeger's 404 for metrics: it takes traces only)."""
+
+    def __init__(self, reason: str, *, refused: bool = False) -> None:
+        super().__init__(reason)
+        self.refused = refused
 
 
 def resource(service_name: str) -> Resource:
@@ -195,6 +200,11 @@ def _reason(message: str) -> str:
     return (text[:200] + "…" if len(text) > 200 else text) or "the collector did not accept the data"
 
 
+def _refused(message: str) -> bool:
+    """The collector answered with a client error: sending the same again will not help."""
+    return "code: 4" in message
+
+
 class OtlpHttpSink(Sink):
     """The official OTLP/HTTP (protobuf) exporters, with short timeouts."""
 
@@ -216,7 +226,7 @@ class OtlpHttpSink(Sink):
             self._log.clear()
             result = self._spans.export(readable_spans(spans[start : start + BATCH], self.resource))
             if result is not SpanExportResult.SUCCESS:
-                raise ExportFailed(_reason(self._log.text))
+                raise ExportFailed(_reason(self._log.text), refused=_refused(self._log.text))
 
     def export_metrics(self, metrics: Sequence[Metric]) -> None:
         from opentelemetry.sdk.metrics.export import MetricExportResult
@@ -226,7 +236,7 @@ class OtlpHttpSink(Sink):
         self._log.clear()
         result = self._metrics.export(metrics_data(metrics, self.resource))
         if result is not MetricExportResult.SUCCESS:
-            raise ExportFailed(_reason(self._log.text))
+            raise ExportFailed(_reason(self._log.text), refused=_refused(self._log.text))
 
     def close(self) -> None:
         self._spans.shutdown()

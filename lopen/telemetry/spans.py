@@ -20,7 +20,8 @@ The tree (one trace per session, GenAI semantic conventions where they apply)::
 Guardrail trips, refused completions, task status changes, model fallbacks, corrective
 instructions, spec drift and denied permissions are span events on the innermost open span (the
 invocation they name, else the latest open invocation, else the step, else the run). Span
-attributes under ``lopen.*`` name the project, module, session, step, task and component.
+attributes under ``lopen.*`` name the project, module, session, step, task and component (on every
+span but the tool calls, the most numerous, whose parent invocation carries them).
 
 Message content (tool arguments and results, verdict summaries, progress notes, commit messages)
 goes into spans only with ``capture_content`` (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``),
@@ -389,12 +390,10 @@ class SpanBuilder:
         return outer.span_id if outer else 0
 
     def _tool(self, trace: _Trace, seq: int, event: ev.ToolCalled) -> None:
-        attributes: Attributes = {
-            **trace.base,
+        attributes: Attributes = {  # the most numerous spans: project, module, session are on their parents
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": event.tool,
             "gen_ai.tool.type": "function",
-            "lopen.invocation.id": event.invocation_id,
             "lopen.tool.success": event.success,
         }
         if event.call_id:
