@@ -149,6 +149,9 @@ def test_lopen_trace_rebuilds_the_same_spans_from_the_store(
     assert f"exported {SESSION}: {len(session_events())} events as {len(live_spans)} spans" in done.stdout
     assert "events/s" in done.stdout
     assert shape(otlp_receiver.spans()) == shape(live_spans)
+    resources = {tuple(sorted(s.resource.items())) for s in [*otlp_receiver.spans(), *live_spans]}
+    assert len(resources) == 1  # no per-process instance id: the same metric series live and rebuilt
+    assert dict(next(iter(resources)))["service.instance.id"] == PROJECT
     names = {m.name for m in otlp_receiver.metrics()}
     assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration", "lopen.tasks.completed"} <= names
 

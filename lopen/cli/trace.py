@@ -7,6 +7,7 @@ for any session in the store — made with telemetry off, or on another machine 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path
     from lopen.config import load_settings
     from lopen.errors import LopenError
     from lopen.project import find_root
-    from lopen.telemetry.settings import capture_content, resolve
+    from lopen.telemetry.settings import capture_content, resolve, service_name
 
     try:
         parse_session_id(session_id)
@@ -77,28 +78,32 @@ def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path
                 "see `lopen session list`",
             )
         budget = (settings.budget.token_budget_per_module, float(settings.budget.premium_budget_per_module))
+        project, name = views.project, service_name(settings.otel)
         if export is not None:
-            sink = OtlpHttpSink(export, timeout=TRACE_TIMEOUT)
+            sink = OtlpHttpSink(export, instance=project, timeout=TRACE_TIMEOUT)
             destination = export.endpoint
         elif str(file) == "-":
-            sink = OtlpFileSink(sys.stdout, settings.otel.service_name, "stdout")
+            sink = OtlpFileSink(sys.stdout, name, "stdout", instance=project)
             destination = "stdout"
         else:
             try:
                 stream = open(file, "w", encoding="utf-8")  # noqa: SIM115 - closed below, after the export
             except OSError as exc:
                 raise LopenError(f"cannot write {file}", exc.strerror or str(exc), "choose a writable path") from None
-            sink = OtlpFileSink(stream, settings.otel.service_name, str(file))
+            sink = OtlpFileSink(stream, name, str(file), instance=project)
             destination = str(file)
         try:
             done = export_session(
                 store,
-                views.project,
+                project,
                 session_id,
                 sink,
                 capture_content=capture_content(settings.otel),
                 budget=budget,
             )
+        except BrokenPipeError:  # `lopen trace … --file - | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            raise typer.Exit(0) from None
         except ExportFailed as exc:
             raise LopenError(
                 f"could not export session {session_id} to {destination}",
@@ -110,14 +115,13 @@ def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path
             sink.close()
             if file is not None and str(file) != "-":
                 stream.close()
-    out = Console(color=console.color, ascii=console.ascii) if destination != "stdout" else None
     summary = (
         f"exported {session_id}: {done.events:,} events as {done.spans:,} spans and {done.points:,} metric points "
         f"in {done.seconds:.2f} s ({done.events_per_second:,.0f} events/s) to {destination}"
     )
-    if out is None:
-        typer.echo(summary, err=True)
+    if destination == "stdout":
+        typer.echo(summary, err=True)  # stdout holds the trace
     else:
-        out.ok(summary)
+        console.ok(summary)
     if done.metrics_refused:
         console.warn(f"{destination} does not take metrics ({done.metrics_refused}): only the spans were exported")

@@ -236,7 +236,7 @@ def attach(
     try:
         from lopen.telemetry.otlp import OtlpHttpSink
 
-        sink = OtlpHttpSink(resolution.export)
+        sink = OtlpHttpSink(resolution.export, instance=project)
     except ImportError as exc:
         say(f"telemetry: the OpenTelemetry packages are missing ({exc.name}); reinstall lopen to export")
         return Telemetry(project)

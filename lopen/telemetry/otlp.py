@@ -61,9 +61,14 @@ class ExportFailed(Exception):
         self.refused = refused
 
 
-def resource(service_name: str) -> Resource:
-    """``service.name`` and ``service.version``, merged with ``OTEL_RESOURCE_ATTRIBUTES``."""
-    return Resource.create({"service.name": service_name, "service.version": __version__})
+def resource(service_name: str, instance: str) -> Resource:
+    """``service.name``, ``service.version`` and ``service.instance.id`` over ``OTEL_RESOURCE_ATTRIBUTES``.
+
+    The instance is the project, not the SDK's random per-process id: a session exported live and
+    again by ``lopen trace`` must land in the same metric series (each session is its own series).
+    """
+    attributes = {"service.name": service_name, "service.version": __version__, "service.instance.id": instance}
+    return Resource.create(attributes)
 
 
 def _ns(seconds: float) -> int:
@@ -140,8 +145,8 @@ def metrics_data(metrics: Sequence[Metric], where: Resource) -> MetricsData:
 class Sink:
     """Where spans and metrics go. ``export_*`` raise ``ExportFailed``."""
 
-    def __init__(self, service_name: str) -> None:
-        self.resource = resource(service_name)
+    def __init__(self, service_name: str, instance: str) -> None:
+        self.resource = resource(service_name, instance or "lopen")
 
     def export_spans(self, spans: Sequence[Span]) -> None:
         raise NotImplementedError
@@ -208,11 +213,11 @@ def _refused(message: str) -> bool:
 class OtlpHttpSink(Sink):
     """The official OTLP/HTTP (protobuf) exporters, with short timeouts."""
 
-    def __init__(self, export: ExportSettings, timeout: float | None = None) -> None:
+    def __init__(self, export: ExportSettings, *, instance: str = "", timeout: float | None = None) -> None:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        super().__init__(export.service_name)
+        super().__init__(export.service_name, instance)
         self.destination = export.endpoint
         self._log = _capture_exporter_logs()
         wait = export.timeout if timeout is None else timeout
@@ -247,8 +252,8 @@ class OtlpFileSink(Sink):
     """OTLP JSON lines: one ``ExportTraceServiceRequest`` or ``ExportMetricsServiceRequest`` per line,
     with hex trace and span ids (the OTLP/JSON encoding, as the Collector's file exporter writes it)."""
 
-    def __init__(self, stream: IO[str], service_name: str = "lopen", destination: str = "") -> None:
-        super().__init__(service_name)
+    def __init__(self, stream: IO[str], service_name: str = "lopen", destination: str = "", instance: str = "") -> None:
+        super().__init__(service_name, instance)
         self.stream = stream
         self.destination = destination
 
@@ -271,6 +276,8 @@ class OtlpFileSink(Sink):
     def _write(self, data: dict[str, Any]) -> None:
         try:
             self.stream.write(json.dumps(data, separators=(",", ":")) + "\n")
+        except BrokenPipeError:
+            raise  # the reader stopped reading (`| head`): not an export failure
         except OSError as exc:
             raise ExportFailed(f"cannot write {self.destination or 'the file'}: {exc.strerror or exc}") from exc
 

@@ -30,7 +30,7 @@ import msgspec
 if TYPE_CHECKING:
     from lopen.config.model import Otel
 
-__all__ = ["ExportSettings", "Resolution", "capture_content", "copilot_telemetry", "resolve"]
+__all__ = ["ExportSettings", "Resolution", "capture_content", "copilot_telemetry", "resolve", "service_name"]
 
 LIVE_TIMEOUT = 2.0  # seconds one live export request may take: a run never waits longer on a collector
 PROTOCOLS = ("http/protobuf", "http/json")
@@ -97,13 +97,19 @@ def resolve(otel: Otel | None = None, environ: Mapping[str, str] | None = None, 
         ExportSettings(
             endpoint=endpoint.rstrip("/"),
             protocol=protocol,
-            service_name=env.get("OTEL_SERVICE_NAME", "").strip() or (otel.service_name if otel else "lopen"),
+            service_name=service_name(otel, env),
             capture_content=capture_content(otel, env),
             timeout=_timeout(env.get("OTEL_EXPORTER_OTLP_TIMEOUT")),
             traces_url=env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip(),
             metrics_url=env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip(),
         )
     )
+
+
+def service_name(otel: Otel | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """``OTEL_SERVICE_NAME``, else ``otel.service_name``, else ``lopen``."""
+    env = os.environ if environ is None else environ
+    return env.get("OTEL_SERVICE_NAME", "").strip() or (otel.service_name if otel else "lopen")
 
 
 def capture_content(otel: Otel | None = None, environ: Mapping[str, str] | None = None) -> bool:
