@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from otlp_receiver import OtlpReceiver
-from telemetry_events import MODULE, PROJECT, SESSION, TASK, session_events
+from telemetry_events import MODULE, ORACLE, PROJECT, SESSION, TASK, session_events
 
 from events.recorded import module_stream
 from events.store import EventStore
@@ -137,6 +137,64 @@ def test_the_clis_file_exporter_writes_spans_under_lopens_invocation_span(
     parents = {s["spanId"]: s.get("parentSpanId", "") for s in spans}
     for row in spans:
         assert span in ancestors(row["spanId"], parents), row["name"]
+
+
+VERIFY_PLAYBOOK = """
+[playbook]
+name = "verified"
+models = ["scripted-main"]
+
+[[rule]]
+name = "oracle"
+match = { user_contains = "oracle check" }
+  [[rule.turn]]
+  text = '{"passed": true, "confidence": 0.9, "summary": "ok", "findings": []}'
+
+[[rule]]
+name = "work"
+match = { user_contains = "please verify" }
+  [[rule.turn]]
+  tool_calls = [ { name = "verify_task_completion", arguments = { task = "core/1" } } ]
+  [[rule.turn]]
+  text = "Verified."
+"""
+
+
+class VerifyArgs(msgspec.Struct, forbid_unknown_fields=True):
+    task: str
+
+
+def test_an_oracle_session_opened_inside_a_tool_call_hangs_under_the_oracle_span(
+    scripted, gateway_for, tmp_path: Path
+) -> None:
+    """The SDK runs a tool handler inside the CLI's execute_tool context; the oracle invocation the
+    verify tool opens must still go under *its own* span (Lopen's oracle invocation span)."""
+    path = tmp_path / "cli-spans.jsonl"
+    gateway = gateway_for(scripted(VERIFY_PLAYBOOK), telemetry={"exporter_type": "file", "file_path": str(path)})
+
+    def verify(args: VerifyArgs) -> str:  # a sync handler: it runs in a worker thread, like the workflow's
+        oracle = InvocationRequest(
+            models=["scripted-main"],
+            prompt="oracle check",
+            working_directory=str(tmp_path),
+            traceparent=ids.traceparent(PROJECT, SESSION, ORACLE),
+            conversation_id=ORACLE,
+        )
+        return gateway.invoke(oracle).final_message
+
+    tool = LopenTool("verify_task_completion", "Verify a task.", VerifyArgs, verify)
+    request = msgspec.structs.replace(traced_request(tmp_path), prompt="please verify")
+    result = gateway.invoke(request, [tool])
+    assert result.error is None and result.tool_calls[0].result.startswith('{"passed": true')
+    gateway.close()
+
+    spans = [row for row in map(json.loads, path.read_text().splitlines()) if row.get("type") == "span"]
+    agents = {s["attributes"]["gen_ai.conversation.id"]: s for s in spans if s["name"].startswith("invoke_agent")}
+    assert set(agents) == {TASK, ORACLE}
+    trace = f"{ids.trace_id(PROJECT, SESSION):032x}"
+    assert {s["traceId"] for s in spans} == {trace}
+    assert agents[TASK]["parentSpanId"] == ids.traceparent(PROJECT, SESSION, TASK).split("-")[2]
+    assert agents[ORACLE]["parentSpanId"] == ids.traceparent(PROJECT, SESSION, ORACLE).split("-")[2]
 
 
 def test_without_a_traceparent_the_cli_starts_its_own_trace(scripted, gateway_for, tmp_path: Path) -> None:
