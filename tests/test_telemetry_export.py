@@ -136,6 +136,49 @@ def test_live_export_gauges_the_module_budget_from_its_history(tmp_path: Path, o
     assert point.as_double == pytest.approx(2 * used / 100_000)
 
 
+def test_attached_after_the_session_started_the_live_export_is_still_complete(
+    tmp_path: Path, otlp_receiver: OtlpReceiver
+) -> None:
+    events = session_events()
+    stream = module_stream(PROJECT, MODULE)
+    with EventStore.open(tmp_path) as store:
+        for event in events[:12]:  # the session started, planning done, the task invocation under way
+            store.append(stream, [event])
+        handle = attach(store, PROJECT, Settings(), environ={"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_receiver.url})
+        for event in events[12:]:
+            store.append(stream, [event])
+        handle.close()
+    expected = build_spans(as_recorded(events))
+    assert sorted(s.span_id for s in otlp_receiver.spans()) == sorted(f"{e.span_id:016x}" for e in expected)
+    usage = otlp_receiver.metrics("gen_ai.client.token.usage")[-1].histogram.data_points
+    assert sum(p.sum for p in usage) == sum(c[1] + c[2] for c in CALLS)
+
+
+def test_a_resumed_session_exports_its_new_run_and_counts_the_whole_session(
+    tmp_path: Path, otlp_receiver: OtlpReceiver
+) -> None:
+    from events import catalogue as ev
+
+    first_run = [*session_events(end=False), ev.SessionPaused(at=1_795_000_014.0, session_id=SESSION, reason="budget")]
+    second_run = [
+        ev.SessionResumed(at=1_795_000_100.0, session_id=SESSION),
+        ev.StepEntered(at=1_795_000_101.0, session_id=SESSION, phase="building", step=7),
+        ev.SessionCompleted(at=1_795_000_102.0, session_id=SESSION),
+    ]
+    stream = module_stream(PROJECT, MODULE)
+    with EventStore.open(tmp_path) as store:
+        for event in first_run:
+            store.append(stream, [event])
+        handle = attach(store, PROJECT, Settings(), environ={"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_receiver.url})
+        for event in second_run:
+            store.append(stream, [event])
+        handle.close()
+    assert sorted(s.name for s in otlp_receiver.spans()) == ["run slugify", "step 7 building"]
+    (commits,) = otlp_receiver.metrics("lopen.commits")[-1].sum.data_points
+    assert commits.as_int == 1  # counted from the session's start, like `lopen trace` counts it
+    assert commits.start_time_unix_nano == round(first_run[0].at * 1e9)
+
+
 def test_lopen_trace_rebuilds_the_same_spans_from_the_store(
     tmp_path: Path, project: Path, otlp_receiver: OtlpReceiver
 ) -> None:

@@ -98,6 +98,8 @@ class _Live(Telemetry):
             (budget.token_budget_per_module, float(budget.premium_budget_per_module)),
             module_usage_before(store.read_stream),
         )
+        self.read_stream = store.read_stream
+        self.seen: set[str] = set()  # sessions met so far
         self.pending: collections.deque[list[Recorded]] = collections.deque()  # appends never block on it
         self.flush_every = max(flush_every, 0.05)
         self.dropped = 0
@@ -140,6 +142,13 @@ class _Live(Telemetry):
             changed = False
             while self.pending and not self.failed:
                 mine = [r for r in self.pending.popleft() if r.event.project == self.project]
+                for rec in mine:
+                    session_id = rec.event.session_id
+                    if session_id and session_id not in self.seen:
+                        self.seen.add(session_id)
+                        found, backfilled = self._backfill(rec)
+                        spans += found
+                        changed = backfilled or changed
                 spans += self.spans.feed(mine)
                 changed = self.metrics.feed(mine) or changed
             if closing and not self.failed:
@@ -149,6 +158,29 @@ class _Live(Telemetry):
                 self._send(spans, with_metrics=changed)
             if closing:
                 return
+
+    def _backfill(self, first: Recorded) -> tuple[list[Any], bool]:
+        """A session first seen mid-way (attached late, or resumed from an earlier run): fold its
+        earlier events first, so the live export equals ``lopen trace``. Its metrics count from the
+        session's start; its spans from the current run's start (earlier runs were exported by the
+        process that ran them)."""
+        from events import catalogue as ev
+
+        if type(first.event) is ev.SessionStarted or first.version <= 1:
+            return [], False  # a session's first event: nothing came before it
+        session_id = first.event.session_id
+        earlier = [
+            r for r in self.read_stream(first.stream_id, 0, first.version - 1) if r.event.session_id == session_id
+        ]
+        if not earlier:
+            return [], False
+        changed = self.metrics.feed(earlier)
+        opens = [i for i, r in enumerate(earlier) if type(r.event) in (ev.SessionStarted, ev.SessionResumed)]
+        run = earlier[opens[-1] if opens else 0 :]
+        ended = any(type(r.event) in (ev.SessionPaused, ev.SessionCompleted, ev.SessionFailed) for r in run)
+        if type(first.event) is ev.SessionResumed or ended:
+            return [], changed
+        return self.spans.feed(run), changed
 
     def _send(self, spans: list[Any], *, with_metrics: bool) -> None:
         from lopen.telemetry.otlp import ExportFailed
@@ -221,8 +253,10 @@ def attach(
 ) -> Telemetry:
     """Export the spans and metrics of what ``store`` records for ``project`` from now on.
 
-    Call it before the session's first event is appended (``after`` = the store position to follow
-    from, default its end), and ``close()`` the handle when the run ends. ``warn`` prints one line
+    Events appended from now on are followed (``after``: from that store position instead); a session
+    met mid-way has its earlier events read back first, so attaching after ``SessionStarted`` or
+    for a resumed session still exports what ``lopen trace`` would. ``close()`` the handle when the
+    run ends. ``warn`` prints one line
     (default: ``warning: …`` on stderr). When the ``OTEL_*`` variables and the ``otel`` settings
     turn export off this imports nothing and returns an inert handle.
     """
