@@ -2,9 +2,10 @@
 
 ::
 
-    handle = attach(store, project, settings)   # before the session's first event is appended
+    handle = attach(store, project, settings)   # best before the session's first event
     ...                                         # the run appends events; spans leave as they end
-    handle.close()                              # ends what is open, sends the rest (bounded wait)
+    handle.close()                              # before store.close(): ends what is open, sends the
+                                                # rest (waits 5 s at most)
 
 ``attach`` returns a handle that does nothing (and imports nothing) when export is off. When it is
 on, the bus callback only appends each batch of ``Recorded`` to a bounded deque — it runs on the
@@ -13,9 +14,9 @@ appending thread and neither waits nor wakes anyone. One daemon thread looks onc
 metrics (``SpanBuilder``, ``MetricsFold``: the same folds ``lopen trace`` uses, so both give the
 same tree) and hands what ended to the OTLP exporter, with a short timeout.
 
-Never in the way: when the collector cannot be reached (or the exporter falls far behind) Lopen says so in
-one warning line and stops exporting for the rest of the run; the events are all in the store, and
-``lopen trace <session>`` exports them later.
+Never in the way: when the collector cannot be reached (or the exporter falls far behind) Lopen
+says so in one warning line and stops exporting for the rest of the run; the events are all in the
+store, and ``lopen trace <session>`` exports them later.
 """
 
 from __future__ import annotations
@@ -253,12 +254,13 @@ def attach(
 ) -> Telemetry:
     """Export the spans and metrics of what ``store`` records for ``project`` from now on.
 
-    Events appended from now on are followed (``after``: from that store position instead); a session
-    met mid-way has its earlier events read back first, so attaching after ``SessionStarted`` or
-    for a resumed session still exports what ``lopen trace`` would. ``close()`` the handle when the
-    run ends. ``warn`` prints one line
-    (default: ``warning: …`` on stderr). When the ``OTEL_*`` variables and the ``otel`` settings
-    turn export off this imports nothing and returns an inert handle.
+    Events appended from now on are followed (``after``: from that store position instead). A session
+    met mid-way has its earlier events read back first, so attaching after ``SessionStarted``, or to
+    a resumed session, still exports what ``lopen trace`` would. ``close()`` the handle when the run
+    ends, before closing the store. ``warn`` prints one line (default: ``warning: …`` on stderr).
+
+    When the ``OTEL_*`` variables and the ``otel`` settings turn export off, this imports nothing
+    and returns an inert handle (``enabled`` False, ``traceparent`` "", ``copilot_telemetry`` None).
     """
     say = warn or _stderr
     env = os.environ if environ is None else environ

@@ -181,6 +181,8 @@ class SpanBuilder:
                 handler(trace, rec.seq, event)
             if event.at > trace.last_at:
                 trace.last_at = event.at
+            if trace.run is None:  # the run ended: nothing of it is open any more (a long-lived process
+                del traces[key]  # folding many sessions keeps no state for finished ones)
         out, self._out = self._out, []
         return out
 
