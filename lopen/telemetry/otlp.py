@@ -68,7 +68,23 @@ def resource(service_name: str, instance: str) -> Resource:
     again by ``lopen trace`` must land in the same metric series (each session is its own series).
     """
     attributes = {"service.name": service_name, "service.version": __version__, "service.instance.id": instance}
-    return Resource.create(attributes)
+    created = Resource.create(attributes)
+    return _Resource(created.attributes, created.schema_url)
+
+
+class _Resource(Resource):
+    """A resource that hashes once: the OTLP encoder groups spans by resource, hashing it for every
+    span (a JSON dump of its attributes each time) — a quarter of ``lopen trace``'s encoding time."""
+
+    def __init__(self, attributes: Any, schema_url: str | None = None) -> None:
+        super().__init__(attributes, schema_url)
+        self._hash = Resource.__hash__(self)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return Resource.__eq__(self, other)
 
 
 def _ns(seconds: float) -> int:
