@@ -322,7 +322,7 @@ def test_with_nothing_set_nothing_of_opentelemetry_is_imported(tmp_path: Path) -
         from lopen.copilot.gateway import GatewayConfig
         from lopen.copilot.results import InvocationRequest
         from lopen.telemetry import attach, copilot_telemetry, resolve
-        from lopen.telemetry.context import remote_parent
+        from lopen.telemetry.context import attach_parent, detach_parent, remote_parent
 
         assert CliRunner().invoke(app, ["--help"]).exit_code == 0
         assert CliRunner().invoke(app, ["trace", "--help"]).exit_code == 0
@@ -339,6 +339,7 @@ def test_with_nothing_set_nothing_of_opentelemetry_is_imported(tmp_path: Path) -
                 InvocationRequest(models=["m"], prompt="p", traceparent=parent)
                 with remote_parent(parent):
                     pass
+                detach_parent(attach_parent(parent))
             handle.close()
         loaded = sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")
         assert not loaded, loaded
@@ -406,3 +407,10 @@ def test_the_otel_settings_are_ordinary_settings(tmp_path: Path) -> None:
         load_settings(tmp_path, env={"LOPEN_OTEL__ENDPOINT": "collector:4318"})
     masked = load_settings(tmp_path, env={"LOPEN_OTEL__ENDPOINT": "https://user:secret@collector"}).public()
     assert masked["otel"]["endpoint"] == "https://user:***@collector"
+
+
+def test_each_attempt_of_an_invocation_is_its_own_sdk_session() -> None:
+    from lopen.copilot.gateway import _session_id
+
+    assert [_session_id("task-1", n) for n in (1, 2, 3)] == ["task-1", "task-1-2", "task-1-3"]
+    assert _session_id("", 1) is None  # the SDK picks one

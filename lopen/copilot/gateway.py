@@ -224,29 +224,29 @@ class Gateway:
     ) -> InvocationResult:
         from copilot.session import PermissionHandler
 
-        from lopen.telemetry.context import remote_parent
+        from lopen.telemetry.context import attach_parent, detach_parent
 
         run = _SessionRun(model, emit)
         begun = time.monotonic()
         session = None
-        conversation = request.conversation_id
+        parent = attach_parent(request.traceparent)  # the CLI's spans go under Lopen's invocation span
         try:
-            with remote_parent(request.traceparent):  # the CLI's spans go under Lopen's invocation span
-                session = await self._client.create_session(
-                    on_permission_request=PermissionHandler.approve_all,
-                    model=model,
-                    tools=[to_sdk_tool(t) for t in tools],
-                    system_message={"mode": request.system_mode, "content": request.system_message},
-                    working_directory=request.working_directory or None,
-                    infinite_sessions={"enabled": False},
-                    provider=self._provider_dict(),
-                    session_id=(f"{conversation}-{len(attempts) + 1}" if attempts else conversation) or None,
-                )
-                session.on(run.observe)
-                await session.send_and_wait(request.prompt, timeout=request.timeout)
+            session = await self._client.create_session(
+                on_permission_request=PermissionHandler.approve_all,
+                model=model,
+                tools=[to_sdk_tool(t) for t in tools],
+                system_message={"mode": request.system_mode, "content": request.system_message},
+                working_directory=request.working_directory or None,
+                infinite_sessions={"enabled": False},
+                provider=self._provider_dict(),
+                session_id=_session_id(request.conversation_id, len(attempts) + 1),
+            )
+            session.on(run.observe)
+            await session.send_and_wait(request.prompt, timeout=request.timeout)
         except Exception as exc:
             run.error = run.evidence.classify(model, exc)
         finally:
+            detach_parent(parent)
             if session is not None:
                 await self._dispose(session)
         attempts.append(
@@ -366,6 +366,13 @@ class _SessionRun:
             attempts=[],
             error=self.error,
         )
+
+
+def _session_id(conversation_id: str, attempt: int) -> str | None:
+    """The SDK session's id: the conversation's for the first attempt, ``-<n>`` after it; None = the SDK's."""
+    if not conversation_id:
+        return None
+    return conversation_id if attempt == 1 else f"{conversation_id}-{attempt}"
 
 
 def _first_line(text: str) -> str:
