@@ -224,7 +224,7 @@ class SpanBuilder:
             self._close_run(trace, trace.last_at, "unfinished")
         self._open_run(trace, seq, event)
 
-    def _run_ended(self, trace: _Trace, seq: int, event: ev.SessionPaused | ev.SessionCompleted) -> None:
+    def _run_ended(self, trace: _Trace, seq: int, event: ev.Event) -> None:
         if trace.run is not None:  # e.g. `lopen revert` pausing a finished session: no run to end
             self._close_run(trace, event.at, _TERMINAL[type(event)], event)
 
