@@ -88,11 +88,15 @@ def test_a_demo_run_is_one_trace_with_the_clis_calls_inside(demo) -> None:
         if isinstance(rec.event, ev.TokensUsed):
             tokens_in, tokens_out = used.get(rec.event.invocation_id, (0, 0))
             used[rec.event.invocation_id] = (tokens_in + rec.event.input, tokens_out + rec.event.output)
-    invocations = [s for s in mine.values() if s.name.startswith("invoke_agent")]
-    assert {s.attributes["lopen.invocation.id"] for s in invocations} == set(used)
-    for span in invocations:
-        expected = used[span.attributes["lopen.invocation.id"]]
-        assert (span.attributes["gen_ai.usage.input_tokens"], span.attributes["gen_ai.usage.output_tokens"]) == expected
+    invocations = {s.attributes["lopen.invocation.id"]: s for s in mine.values() if s.name.startswith("invoke_agent")}
+    started = {r.event.invocation_id for r in records if isinstance(r.event, ev.InvocationStarted)}
+    assert set(invocations) == started and set(used) <= started
+    for invocation_id, (tokens_in, tokens_out) in used.items():
+        attributes = invocations[invocation_id].attributes
+        assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (
+            tokens_in,
+            tokens_out,
+        )
 
     # the CLI's own invoke_agent spans hang under Lopen's invocation spans, one conversation each
     for agent in (s for s in cli if s.name.startswith("invoke_agent")):
