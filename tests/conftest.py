@@ -31,3 +31,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "needs_engine" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def otlp_receiver():
+    """A real OTLP/HTTP receiver on a loopback port (tests/otlp_receiver.py)."""
+    from otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        yield receiver

@@ -26,6 +26,7 @@ from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
 from lopen.cli.spec import spec_app
+from lopen.cli.trace import trace
 
 app = typer.Typer(
     name="lopen",
@@ -63,6 +64,7 @@ app.command("modules")(modules)
 app.command("doctor")(doctor)
 app.command("revert")(revert)
 app.command("mcp")(mcp)
+app.command("trace")(trace)
 app.add_typer(spec_app, name="spec")
 app.add_typer(config_app, name="config")
 app.add_typer(auth_app, name="auth")

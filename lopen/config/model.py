@@ -219,6 +219,40 @@ class Sandbox(_Section):
     ] = ()
 
 
+class Otel(_Section):
+    """OpenTelemetry export (docs/observability.md). The standard OTEL_* variables win over these keys."""
+
+    endpoint: Annotated[
+        str,
+        _doc(
+            "OTLP/HTTP endpoint (base URL) for Lopen's spans and metrics and the Copilot CLI's, e.g. "
+            'http://localhost:4318; "" = export nothing. OTEL_EXPORTER_OTLP_ENDPOINT wins.',
+            pattern=r"^(https?://\S+)?$",
+            allowed="empty, or an http:// or https:// URL",
+        ),
+    ] = ""
+    protocol: Annotated[
+        Literal["http/protobuf", "http/json"],
+        _doc(
+            "OTLP encoding the Copilot CLI uses (Lopen itself always sends http/protobuf). "
+            "OTEL_EXPORTER_OTLP_PROTOCOL wins."
+        ),
+    ] = "http/protobuf"
+    service_name: Annotated[
+        Annotated[str, Meta(min_length=1)], _doc("service.name of Lopen's spans and metrics. OTEL_SERVICE_NAME wins.")
+    ] = "lopen"
+    disabled: Annotated[bool, _doc("Export nothing even when an endpoint is set (like OTEL_SDK_DISABLED=true).")] = (
+        False
+    )
+    capture_content: Annotated[
+        bool,
+        _doc(
+            "Put message content (tool arguments and results, verdict summaries) into spans, redacted. "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT wins."
+        ),
+    ] = False
+
+
 class Settings(_Section):
     """Every Lopen setting, resolved from flags, env, project and user files, and defaults."""
 
@@ -235,6 +269,7 @@ class Settings(_Section):
     context: Context = msgspec.field(default_factory=Context)
     project: Project = msgspec.field(default_factory=Project)
     sandbox: Sandbox = msgspec.field(default_factory=Sandbox)
+    otel: Otel = msgspec.field(default_factory=Otel)
 
     def public(self) -> dict[str, dict[str, object]]:
         """The settings as plain data with every secret masked: safe to show, log or store."""
@@ -266,4 +301,8 @@ def mask_url_password(url: str) -> str:
 
 
 # Settings whose values must never be shown, logged or stored as they are, with their mask.
-SECRETS: dict[str, Callable[[str], str]] = {"provider.api_key": mask_secret, "store.url": mask_url_password}
+SECRETS: dict[str, Callable[[str], str]] = {
+    "provider.api_key": mask_secret,
+    "store.url": mask_url_password,
+    "otel.endpoint": mask_url_password,
+}

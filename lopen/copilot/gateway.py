@@ -76,6 +76,8 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     # The model's confinement (lopen.sandbox): None = the permission policy alone, writes only
     # in each session's working directory and a private temp folder.
     sandbox: SandboxConfig | None = None
+    # The SDK's TelemetryConfig (lopen.telemetry.copilot_telemetry): the CLI exports its own spans.
+    telemetry: dict[str, Any] | None = None
 
 
 class Gateway:
@@ -162,7 +164,7 @@ class Gateway:
         path, args = self._confined_cli()
         connection = RuntimeConnection.for_stdio(path=path, args=args)
         connection.env = self._process_env()
-        self._client = CopilotClient(connection=connection)
+        self._client = CopilotClient(connection=connection, telemetry=self.config.telemetry)
         try:
             await self._client.start()
         except Exception as exc:
@@ -326,6 +328,8 @@ class Gateway:
         emit: EventCallback,
         attempts: list[Attempt],
     ) -> InvocationResult:
+        from lopen.telemetry.context import attach_parent, detach_parent
+
         run = _SessionRun(model, emit)
         begun = time.monotonic()
         session = None
@@ -333,6 +337,7 @@ class Gateway:
         if not request.builtin_tools:
             options["available_tools"] = [t.name for t in tools]  # nothing of the CLI's own
         on_permission, permission_asker = self._permission_handler(request, tools, emit)
+        parent = attach_parent(request.traceparent)  # the CLI's spans go under Lopen's invocation span
         try:
             session = await self._client.create_session(
                 on_permission_request=on_permission,
@@ -342,6 +347,7 @@ class Gateway:
                 working_directory=request.working_directory or None,
                 infinite_sessions={"enabled": False},
                 provider=self._provider_dict(),
+                session_id=_session_id(request.conversation_id, len(attempts) + 1),
                 **options,
             )
             session.on(permission_asker)
@@ -356,6 +362,7 @@ class Gateway:
         except Exception as exc:
             run.error = run.evidence.classify(model, exc)
         finally:
+            detach_parent(parent)
             if session is not None:
                 await asyncio.shield(self._dispose(session))
         attempts.append(
@@ -540,6 +547,11 @@ def _interrupted(request: InvocationRequest) -> InvocationResult:
         attempts=[],
         error=InvocationError(kind=ErrorKind.INTERRUPTED, message="interrupted: Lopen is stopping", model=model),
     )
+def _session_id(conversation_id: str, attempt: int) -> str | None:
+    """The SDK session's id: the conversation's for the first attempt, ``-<n>`` after it; None = the SDK's."""
+    if not conversation_id:
+        return None
+    return conversation_id if attempt == 1 else f"{conversation_id}-{attempt}"
 
 
 def _first_line(text: str) -> str:

@@ -100,7 +100,10 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     """A fresh session: the model chain is tried in order when a model is unavailable.
 
     ``builtin_tools=False`` offers the session no tool at all — not even the CLI's own (the oracle's
-    session: it judges, it cannot act). ``traceparent`` is the W3C trace context its spans hang under.
+    session: it judges, it cannot act). ``traceparent`` (W3C, from ``lopen.telemetry``; "" = none)
+    makes the Copilot CLI's own spans children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
+    attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
+    share one ``gen_ai.conversation.id``.
     """
 
     models: list[str]
@@ -111,6 +114,7 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     timeout: float = 900.0
     builtin_tools: bool = True
     traceparent: str = ""
+    conversation_id: str = ""
 
 
 # Stream events handed to the gateway's callback while a session runs.
