@@ -101,9 +101,9 @@ class InvocationRequest(msgspec.Struct, frozen=True):
 
     ``builtin_tools=False`` offers the session no tool at all — not even the CLI's own (the oracle's
     session: it judges, it cannot act). ``traceparent`` (W3C, from ``lopen.telemetry``; "" = none)
-    makes the Copilot CLI's own spans children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
-    attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
-    share one ``gen_ai.conversation.id``.
+    makes the Copilot CLI's own spans children of Lopen's invocation span. ``conversation_id`` names
+    the SDK session of the first attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id):
+    Lopen's span and the CLI's then share one ``gen_ai.conversation.id``.
     """
 
     models: list[str]
