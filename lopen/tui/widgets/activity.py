@@ -1,0 +1,107 @@
+"""The activity pane (U1): what the run does, newest at the bottom.
+
+``sync(entries)`` reconciles the pane with the followed session's entries
+(``ScreenState.entries()``): it mounts new ones, redraws changed ones (by ``rev``), and drops ones
+that left (older than the last ``VISIBLE`` or of another session). While the view is at the bottom
+the pane follows new entries; scrolled up, it stays put until the person comes back down (End).
+Up/Down (or Tab) move between tool calls; Enter expands one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+
+from lopen.tui.state import Entry
+from lopen.tui.widgets.entry import EntryView
+from lopen.tui.widgets.error_box import ErrorView
+from lopen.tui.widgets.narrative import NarrativeView
+from lopen.tui.widgets.notice import NoticeView
+from lopen.tui.widgets.tool_call import ToolCallView
+from lopen.tui.widgets.user_message import UserMessageView
+from lopen.tui.widgets.verdict import VerdictView
+
+VISIBLE = 300
+
+VIEWS: dict[str, type[EntryView]] = {
+    "narrative": NarrativeView,
+    "tool": ToolCallView,
+    "verdict": VerdictView,
+    "error": ErrorView,
+    "notice": NoticeView,
+    "user": UserMessageView,
+}
+
+
+def view_for(entry: Entry) -> EntryView:
+    return VIEWS[entry.kind](entry, id=f"entry-{entry.id}")
+
+
+class ActivityPane(VerticalScroll, can_focus=True):
+    BINDINGS = [
+        Binding("up", "previous_call", "Previous call", show=False),
+        Binding("down", "next_call", "Next call", show=False),
+        Binding("end", "scroll_end", "Newest", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    ActivityPane { border: round $primary 40%; border-title-color: $text-primary; }
+    ActivityPane:focus-within { border: round $primary; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.border_title = "Activity"
+        self._views: dict[int, EntryView] = {}
+
+    def on_mount(self) -> None:
+        if getattr(self.app, "animate", True):
+            self.set_interval(0.25, self._tick)
+
+    def _tick(self) -> None:
+        for view in self._views.values():
+            if isinstance(view, ToolCallView) and view.running:
+                view.tick()
+
+    def sync(self, entries: Sequence[Entry]) -> None:
+        entries = entries[-VISIBLE:]
+        follow = self.max_scroll_y == 0 or self.scroll_y >= self.max_scroll_y - 1
+        wanted = {e.id for e in entries}
+        gone = [view for key, view in self._views.items() if key not in wanted]
+        for view in gone:
+            del self._views[view.entry.id]
+        if gone:
+            self.remove_children(gone)
+        fresh: list[EntryView] = []
+        for entry in entries:
+            view = self._views.get(entry.id)
+            if view is None:
+                view = self._views[entry.id] = view_for(entry)
+                fresh.append(view)
+            else:
+                view.sync(entry)
+        if fresh:
+            self.mount_all(fresh)
+        if follow and (fresh or gone):
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
+    def tool_calls(self) -> list[ToolCallView]:
+        return [v for v in self._views.values() if isinstance(v, ToolCallView)]
+
+    def _move(self, step: int) -> None:
+        calls = self.tool_calls()
+        if not calls:
+            return
+        focused = self.screen.focused
+        index = calls.index(focused) if focused in calls else (len(calls) if step < 0 else -1)
+        target = calls[max(0, min(len(calls) - 1, index + step))]
+        target.focus()
+        target.scroll_visible(animate=False)
+
+    def action_previous_call(self) -> None:
+        self._move(-1)
+
+    def action_next_call(self) -> None:
+        self._move(1)
