@@ -24,7 +24,7 @@ class ApprovalDialog(ModalScreen[bool]):
         self.request = request
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box wide", id="approval") as box:
+        with Vertical(classes="dialog-box wide", id="approval-box") as box:
             box.border_title = f"Approve the specification of {self.request.module}?"
             with VerticalScroll(classes="dialog-scroll"):
                 yield Markdown(self.request.spec_text, id="spec")

@@ -25,7 +25,7 @@ class ConfirmDialog(ModalScreen[bool]):
         self.question, self.title_text, self.yes, self.no = question, title, yes, no
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box", id="confirm") as box:
+        with Vertical(classes="dialog-box", id="confirm-box") as box:
             box.border_title = self.title_text
             yield Static(self.question, classes="dialog-body")
             with Horizontal(classes="dialog-buttons"):

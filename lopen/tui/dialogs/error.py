@@ -20,7 +20,7 @@ class ErrorDialog(ModalScreen[None]):
         self.what, self.why, self.fix, self.title_text = what, why, fix, title
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box error", id="error") as box:
+        with Vertical(classes="dialog-box error", id="error-box") as box:
             box.border_title = self.title_text
             yield Static(error_content(self.what, self.why, self.fix), classes="dialog-body")
             yield Static("The run's state is saved: fix the cause, then resume (r).", classes="dialog-hint")

@@ -45,7 +45,7 @@ class KeysDialog(ModalScreen[None]):
         super().__init__(classes="dialog")
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box", id="keys") as box:
+        with Vertical(classes="dialog-box", id="keys-box") as box:
             box.border_title = "Keys"
             box.border_subtitle = "Esc closes"
             yield Static(keys_content(), classes="dialog-body")

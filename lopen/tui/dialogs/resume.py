@@ -23,7 +23,7 @@ class ResumeDialog(ModalScreen[str]):
         self.module, self.session_id, self.summary = module, session_id, summary
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box", id="resume") as box:
+        with Vertical(classes="dialog-box", id="resume-box") as box:
             box.border_title = "Resume?"
             text = f"Module {self.module} has an unfinished session, {self.session_id}."
             if self.summary:

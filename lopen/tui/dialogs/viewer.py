@@ -17,7 +17,7 @@ class ViewerDialog(ModalScreen[None]):
         self.title_text, self.text, self.markdown = title, text, markdown
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog-box wide", id="viewer") as box:
+        with Vertical(classes="dialog-box wide", id="viewer-box") as box:
             box.border_title = self.title_text
             box.border_subtitle = "Esc closes"
             with VerticalScroll(classes="dialog-scroll"):

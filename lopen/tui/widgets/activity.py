@@ -4,7 +4,8 @@
 (``ScreenState.entries()``): it mounts new ones, redraws changed ones (by ``rev``), and drops ones
 that left (older than the last ``VISIBLE`` or of another session). While the view is at the bottom
 the pane follows new entries; scrolled up, it stays put until the person comes back down (End).
-Up/Down (or Tab) move between tool calls; Enter expands one.
+Up/Down select a tool call (the pane has the focus, not each call: Tab moves on to the next pane);
+Enter expands or collapses the selected one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class ActivityPane(VerticalScroll, can_focus=True):
     BINDINGS = [
         Binding("up", "previous_call", "Previous call", show=False),
         Binding("down", "next_call", "Next call", show=False),
+        Binding("enter", "toggle_call", "Expand", show=False),
         Binding("end", "scroll_end", "Newest", show=False),
     ]
 
@@ -55,6 +57,7 @@ class ActivityPane(VerticalScroll, can_focus=True):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.border_title = "Activity"
         self._views: dict[int, EntryView] = {}
+        self.selected: ToolCallView | None = None
 
     def on_mount(self) -> None:
         if getattr(self.app, "animate", True):
@@ -72,6 +75,8 @@ class ActivityPane(VerticalScroll, can_focus=True):
         gone = [view for key, view in self._views.items() if key not in wanted]
         for view in gone:
             del self._views[view.entry.id]
+            if view is self.selected:
+                self.selected = None
         if gone:
             self.remove_children(gone)
         fresh: list[EntryView] = []
@@ -94,11 +99,21 @@ class ActivityPane(VerticalScroll, can_focus=True):
         calls = self.tool_calls()
         if not calls:
             return
-        focused = self.screen.focused
-        index = calls.index(focused) if focused in calls else (len(calls) if step < 0 else -1)
-        target = calls[max(0, min(len(calls) - 1, index + step))]
-        target.focus()
-        target.scroll_visible(animate=False)
+        current = self.selected
+        index = calls.index(current) if current in calls else (len(calls) if step < 0 else -1)
+        self.select(calls[max(0, min(len(calls) - 1, index + step))])
+
+    def select(self, call: ToolCallView | None) -> None:
+        if self.selected is not None:
+            self.selected.remove_class("-selected")
+        self.selected = call
+        if call is not None:
+            call.add_class("-selected")
+            call.scroll_visible(animate=False)
+
+    def action_toggle_call(self) -> None:
+        if self.selected is not None and self.selected.is_attached:
+            self.selected.toggle()
 
     def action_previous_call(self) -> None:
         self._move(-1)

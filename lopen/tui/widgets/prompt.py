@@ -30,7 +30,7 @@ class PromptArea(TextArea):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(soft_wrap=True, tab_behavior="focus", placeholder=PLACEHOLDER, **kwargs)  # type: ignore[arg-type]
-        self.history: list[str] = []
+        self.sent: list[str] = []
         self._recall = 0
 
     async def _on_key(self, event: events.Key) -> None:
@@ -49,11 +49,11 @@ class PromptArea(TextArea):
             event.prevent_default()
             self.screen.focus_next()
             return
-        if event.key == "up" and self.cursor_location[0] == 0 and self.history:
+        if event.key == "up" and self.cursor_location[0] == 0 and self.sent:
             event.stop()
             event.prevent_default()
-            self._recall = min(self._recall + 1, len(self.history))
-            self.text = self.history[-self._recall]
+            self._recall = min(self._recall + 1, len(self.sent))
+            self.text = self.sent[-self._recall]
             return
         await super()._on_key(event)
 
@@ -61,7 +61,7 @@ class PromptArea(TextArea):
         text = self.text.strip()
         if not text:
             return
-        self.history.append(text)
+        self.sent.append(text)
         self._recall = 0
         self.clear()
         self.post_message(self.Submitted(self, text))

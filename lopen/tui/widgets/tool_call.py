@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 
-from textual.binding import Binding
 from textual.content import Content
 
 from lopen.tui.widgets import seconds
@@ -21,19 +20,23 @@ from lopen.tui.widgets.entry import EntryView
 RESULT_LINES = 12
 
 
-class ToolCallView(EntryView, can_focus=True):
-    BINDINGS = [Binding("enter", "toggle", "Expand", show=False)]
+class ToolCallView(EntryView):
+    """Not focusable itself (Tab would walk through every call): the activity pane selects one with
+    Up/Down and toggles it with Enter; a click toggles it too."""
 
     DEFAULT_CSS = """
     ToolCallView { color: $foreground; }
-    ToolCallView:focus { background: $boost; text-style: bold; }
+    ToolCallView.-selected { background: $boost; text-style: bold; }
     ToolCallView.-running { color: $text-accent; }
     ToolCallView.-open { border-left: thick $primary 50%; margin: 0 0 0 1; }
     """
 
-    def action_toggle(self) -> None:
+    def toggle(self) -> None:
         self.expanded = not self.expanded
         self.redraw()
+
+    def on_click(self) -> None:
+        self.toggle()
 
     @property
     def running(self) -> bool:
