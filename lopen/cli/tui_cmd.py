@@ -13,7 +13,7 @@ tui_app = typer.Typer(help="The terminal UI: its component gallery.", no_args_is
 NO_COLOR = typer.Option(False, "--no-color", help="Draw without colour (as NO_COLOR does).")
 
 
-def _settings(root):  # noqa: ANN001, ANN202 - Path | None → Settings
+def _settings(root):
     from lopen.config import load_settings
 
     return load_settings(root)

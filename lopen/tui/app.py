@@ -281,6 +281,9 @@ class LopenApp(App[int]):
         return thread
 
     def on_run_ended(self, message: RunEnded) -> None:
+        if message.name == "draft":
+            self._drafted(message)
+            return
         if message.name == "revert":
             if message.error is None:
                 self.notify(str(message.result), title="Revert")
@@ -294,6 +297,17 @@ class LopenApp(App[int]):
             self.exit(1)
         else:
             self._show_error(message.error)
+
+    def _drafted(self, message: RunEnded) -> None:
+        from lopen.tui.conversation import ConversationClosed
+
+        if isinstance(message.error, ConversationClosed) or self.conversation is None:
+            return
+        if message.error is not None:
+            self._show_error(message.error)
+        elif isinstance(message.result, RunOutcome):
+            self.outcome = message.result
+            self.conversation.say(f"{self.symbols.mid} {message.result.detail}")
 
     def _show_error(self, error: BaseException) -> None:
         if isinstance(error, Problem):

@@ -313,7 +313,7 @@ async def test_step_one_is_a_conversation_with_live_gaps_and_the_gate() -> None:
         assert answers == ["web apps", "True"]
         gaps = str(app.screen.query_one(SpecGaps).content)
         assert "front matter" in gaps and "Acceptance Criteria" in gaps
-        assert [t.role for t in conversation.turns()] == ["model", "person", "draft", "note"]
+        assert [t.role for t in conversation.turns()] == ["model", "person", "draft", "note", "model"]
 
 
 async def test_the_gallery_shows_every_widget_and_opens_every_dialog() -> None:

@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, Static
 
 from lopen.tui.contract import ApprovalRequest
+from lopen.tui.widgets import markdown_view
 
 
 class ApprovalDialog(ModalScreen[bool]):
@@ -27,7 +28,7 @@ class ApprovalDialog(ModalScreen[bool]):
         with Vertical(classes="dialog-box wide", id="approval-box") as box:
             box.border_title = f"Approve the specification of {self.request.module}?"
             with VerticalScroll(classes="dialog-scroll"):
-                yield Markdown(self.request.spec_text, id="spec")
+                yield Markdown(markdown_view(self.request.spec_text), id="spec")
             gaps = self.request.gaps
             text = (
                 Content.assemble(

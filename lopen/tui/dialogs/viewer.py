@@ -8,6 +8,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
 
+from lopen.tui.widgets import markdown_view
+
 
 class ViewerDialog(ModalScreen[None]):
     BINDINGS = [Binding("escape", "close", "Close"), Binding("q", "close", "Close", show=False)]
@@ -21,7 +23,7 @@ class ViewerDialog(ModalScreen[None]):
             box.border_title = self.title_text
             box.border_subtitle = "Esc closes"
             with VerticalScroll(classes="dialog-scroll"):
-                yield Markdown(self.text) if self.markdown else Static(self.text, markup=False)
+                yield Markdown(markdown_view(self.text)) if self.markdown else Static(self.text, markup=False)
 
     def action_close(self) -> None:
         self.dismiss(None)

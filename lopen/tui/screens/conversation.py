@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Markdown, Static
 
 from lopen.tui.conversation import Conversation
-from lopen.tui.widgets import glyphs
+from lopen.tui.widgets import glyphs, markdown_view
 from lopen.tui.widgets.conversation_log import ConversationLog
 from lopen.tui.widgets.prompt import PromptArea
 from lopen.tui.widgets.spec_gaps import SpecGaps
@@ -57,7 +57,7 @@ class ConversationScreen(Screen[None]):
         text = self.conversation.draft_text
         if text != self._draft:
             self._draft = text
-            self.query_one("#draft", Markdown).update(text or "_Nothing drafted yet._")
+            self.query_one("#draft", Markdown).update(markdown_view(text) or "_Nothing drafted yet._")
             self.query_one(SpecGaps).show(self.conversation.gaps(), drafted=bool(text.strip()))
         prompt = self.query_one(PromptArea)
         prompt.placeholder = (

@@ -37,3 +37,15 @@ def seconds(value: float | None) -> str:
         return f"{value:.1f}s"
     minutes, rest = divmod(int(value), 60)
     return f"{minutes}m{rest:02d}s"
+
+
+def markdown_view(text: str) -> str:
+    """Markdown ready for Textual's ``Markdown`` widget: a leading front-matter block (which it would
+    render as a rule and a paragraph) is shown as a fenced YAML block instead."""
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            close = text.find("\n", end + 4)
+            rest = text[close + 1 :] if close != -1 else ""
+            return f"```yaml\n{text[4:end]}\n```\n\n{rest}"
+    return text

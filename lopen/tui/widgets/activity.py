@@ -58,6 +58,7 @@ class ActivityPane(VerticalScroll, can_focus=True):
         self.border_title = "Activity"
         self._views: dict[int, EntryView] = {}
         self.selected: ToolCallView | None = None
+        self.follow = True  # keep the newest entry in view; off once the person scrolls up
 
     def on_mount(self) -> None:
         if getattr(self.app, "animate", True):
@@ -70,7 +71,6 @@ class ActivityPane(VerticalScroll, can_focus=True):
 
     def sync(self, entries: Sequence[Entry]) -> None:
         entries = entries[-VISIBLE:]
-        follow = self.max_scroll_y == 0 or self.scroll_y >= self.max_scroll_y - 1
         wanted = {e.id for e in entries}
         gone = [view for key, view in self._views.items() if key not in wanted]
         for view in gone:
@@ -89,8 +89,34 @@ class ActivityPane(VerticalScroll, can_focus=True):
                 view.sync(entry)
         if fresh:
             self.mount_all(fresh)
-        if follow and (fresh or gone):
+        if self.follow and (fresh or gone):
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
+    # the person's scrolling decides whether the pane follows new entries
+    def on_mouse_scroll_up(self) -> None:
+        self.follow = False
+
+    def on_mouse_scroll_down(self) -> None:
+        self.call_after_refresh(self._follow_if_at_end)
+
+    def _follow_if_at_end(self) -> None:
+        self.follow = self.scroll_y >= self.max_scroll_y - 1
+
+    def action_scroll_up(self) -> None:
+        self.follow = False
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.follow = False
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.follow = False
+        super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        self.follow = True
+        super().action_scroll_end()
 
     def tool_calls(self) -> list[ToolCallView]:
         return [v for v in self._views.values() if isinstance(v, ToolCallView)]

@@ -33,6 +33,9 @@ class PromptArea(TextArea):
         self.sent: list[str] = []
         self._recall = 0
 
+    def on_mount(self) -> None:
+        self.cursor_blink = getattr(self.app, "animate", True)  # a still cursor for stable screenshots
+
     async def _on_key(self, event: events.Key) -> None:
         if event.key == "enter":
             event.stop()

@@ -74,7 +74,8 @@ class ToolCallView(EntryView):
             return head
         parts = [head]
         arguments = _arguments(entry.arguments)
-        if arguments and not entry.diff:
+        said = isinstance(entry.arguments, dict) and len(entry.arguments) == 1 and not entry.args.endswith("…")
+        if arguments and not entry.diff and not said:
             parts.append(Content.styled(arguments, "dim"))
         if entry.diff:
             parts.append(render_diff(entry.diff))
