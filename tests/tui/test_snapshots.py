@@ -42,7 +42,7 @@ def run_screen(store: EventStore, options: TuiOptions = OPTIONS) -> LopenApp:
     return app
 
 
-async def live(pilot) -> None:  # noqa: ANN001 - a Pilot
+async def live(pilot) -> None:
     app = pilot.app
     await pilot.pause()
     app.feed.on_stream(stream.AssistantText(text="core/1 is committed. Next: join the words with the separator."))
@@ -51,21 +51,21 @@ async def live(pilot) -> None:  # noqa: ANN001 - a Pilot
     await pilot.pause()  # the pane scrolls to the newest entry after the refresh that drew it
 
 
-def test_run_screen_80x24(snap_compare, stub_store: EventStore) -> None:  # noqa: ANN001
+def test_run_screen_80x24(snap_compare, stub_store: EventStore) -> None:
     assert snap_compare(run_screen(stub_store), terminal_size=(80, 24), run_before=live)
 
 
-def test_run_screen_160x48(snap_compare, stub_store: EventStore) -> None:  # noqa: ANN001
+def test_run_screen_160x48(snap_compare, stub_store: EventStore) -> None:
     assert snap_compare(run_screen(stub_store), terminal_size=(160, 48), run_before=live)
 
 
-def test_run_screen_ascii_monochrome_80x24(snap_compare, stub_store: EventStore) -> None:  # noqa: ANN001
+def test_run_screen_ascii_monochrome_80x24(snap_compare, stub_store: EventStore) -> None:
     options = TuiOptions(landing=False, animate=False, color=False, ascii=True)
     assert snap_compare(run_screen(stub_store, options), terminal_size=(80, 24), run_before=live)
 
 
-def test_run_screen_with_the_budget_dialog_160x48(snap_compare, stub_store: EventStore) -> None:  # noqa: ANN001
-    async def ask(pilot) -> None:  # noqa: ANN001
+def test_run_screen_with_the_budget_dialog_160x48(snap_compare, stub_store: EventStore) -> None:
+    async def ask(pilot) -> None:
         await live(pilot)
         pilot.app.push_screen(ConfirmDialog("Token budget at 91 % (364,000 of 400,000). Continue?", "Budget"))
         await pilot.pause()
@@ -73,16 +73,16 @@ def test_run_screen_with_the_budget_dialog_160x48(snap_compare, stub_store: Even
     assert snap_compare(run_screen(stub_store), terminal_size=(160, 48), run_before=ask)
 
 
-def test_picker_80x24(snap_compare) -> None:  # noqa: ANN001
+def test_picker_80x24(snap_compare) -> None:
     app = LopenApp(OPTIONS).for_screen(lambda: PickerScreen(STUB_ROWS))
     assert snap_compare(app, terminal_size=(80, 24))
 
 
-def test_conversation_160x48(snap_compare) -> None:  # noqa: ANN001
+def test_conversation_160x48(snap_compare) -> None:
     conversation = Conversation(stub.MODULE)
     app = LopenApp(OPTIONS)
 
-    async def talk(pilot) -> None:  # noqa: ANN001
+    async def talk(pilot) -> None:
         await pilot.pause()
         conversation.say("Who calls slugify, and with what kind of text?")
         conversation._add("person", "Web apps, with titles in any language.")
