@@ -9,6 +9,7 @@ for what the screen shows, with a deadline.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -99,7 +100,7 @@ def test_the_demo_in_a_terminal_shows_the_run_and_ctrl_p_pauses_it(terminal, tmp
     term.wait_for(lambda s: "paused" in s.lower(), "the run paused")
     sessions = lopen("session", "list", "--json", cwd=demo)
     assert sessions.returncode == 0, sessions.stderr
-    session_id = next(line.split('"id":')[1].split('"')[1] for line in sessions.stdout.splitlines() if '"id"' in line)
+    session_id = json.loads(sessions.stdout)[0]["id"]
     shown = lopen("session", "show", session_id, cwd=demo)
     assert "paused" in shown.stdout, shown.stdout
     term.press("q")

@@ -43,9 +43,11 @@ def test_options_follow_no_color_the_flag_and_the_settings() -> None:
 
 
 def test_help_and_plain_commands_never_import_textual() -> None:
-    code = "import sys; from lopen.cli import main; sys.argv = ['lopen', '--help']\n" \
-           "try:\n    main()\nexcept SystemExit:\n    pass\n" \
-           "assert 'textual' not in sys.modules, 'textual was imported'\nprint('clean')"
+    code = (
+        "import sys; from lopen.cli import main; sys.argv = ['lopen', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'textual' not in sys.modules, 'textual was imported'\nprint('clean')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "clean" in done.stdout, done.stderr
 

@@ -24,7 +24,8 @@ from lopen.tui.widgets.tool_call import ToolCallView
 from lopen.tui.widgets.user_message import UserMessageView
 from lopen.tui.widgets.verdict import VerdictView
 
-VISIBLE = 300
+VISIBLE = 120  # entries drawn as widgets: layout cost grows with them (bin/bench-tui); the store keeps all
+SLACK = 40  # pruned in batches, so a busy pane relayouts for pruning once per SLACK entries
 
 VIEWS: dict[str, type[EntryView]] = {
     "narrative": NarrativeView,
@@ -70,7 +71,8 @@ class ActivityPane(VerticalScroll, can_focus=True):
                 view.tick()
 
     def sync(self, entries: Sequence[Entry]) -> None:
-        entries = entries[-VISIBLE:]
+        keep = VISIBLE + SLACK if len(self._views) <= VISIBLE + SLACK else VISIBLE
+        entries = entries[-keep:]
         wanted = {e.id for e in entries}
         gone = [view for key, view in self._views.items() if key not in wanted]
         for view in gone:
