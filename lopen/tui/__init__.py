@@ -180,7 +180,6 @@ def pick_tui(
                 app.notify(f"{pick.module} has no history yet: run it with `lopen run {pick.module}`.")
                 app.push_screen(PickerScreen(rows, root), picked)
 
-        app.for_screen(lambda: PickerScreen(rows, root))
         app._first = lambda: app.push_screen(PickerScreen(rows, root), picked)
         return _run(app)
     finally:
