@@ -24,6 +24,7 @@ from lopen.tui.options import TuiOptions
 from lopen.tui.screens.gallery import STUB_ROWS
 from lopen.tui.screens.picker import PickerScreen
 from lopen.tui.widgets import markdown_view
+from lopen.tui.widgets.activity import ActivityPane
 
 OPTIONS = TuiOptions(landing=False, animate=False, who="tui:tester")
 
@@ -47,8 +48,12 @@ async def live(pilot) -> None:
     await pilot.pause()
     app.feed.on_stream(stream.AssistantText(text="core/1 is committed. Next: join the words with the separator."))
     app.feed.on_stream(stream.ToolStarted(call_id="c9", name="bash", arguments={"command": "python -m pytest -q"}))
+    pane = app.screen.query_one(ActivityPane)
+    for _ in range(100):  # the pane scrolls to the newest entry after the refresh that drew it
+        await pilot.pause()
+        if pane.max_scroll_y and pane.scroll_y >= pane.max_scroll_y:
+            break
     await pilot.pause()
-    await pilot.pause()  # the pane scrolls to the newest entry after the refresh that drew it
 
 
 def test_run_screen_80x24(snap_compare, stub_store: EventStore) -> None:
