@@ -27,11 +27,13 @@ from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
 from lopen.cli.spec import spec_app
 from lopen.cli.trace import trace
+from lopen.cli.tui_cmd import tui_app
+from lopen.cli.tui_cmd import watch as watch_cmd
 
 app = typer.Typer(
     name="lopen",
     help="Build a software module from its specification by driving GitHub Copilot.",
-    no_args_is_help=True,
+    invoke_without_command=True,
     pretty_exceptions_enable=False,
 )
 
@@ -44,13 +46,39 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
     ),
     debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks for errors."),
+    no_color: bool = typer.Option(False, "--no-color", help="No colour, in lines and in the TUI (as NO_COLOR)."),
 ) -> None:
+    """With no command: the module picker in a terminal (the TUI), this help otherwise."""
     if debug:
         os.environ["LOPEN_DEBUG"] = "1"
+    if no_color:
+        os.environ["NO_COLOR"] = "1"
+    if ctx.invoked_subcommand is None:
+        from lopen.tui.options import use_tui
+
+        if not use_tui(setting=_tui_setting()):
+            typer.echo(ctx.get_help())
+            raise typer.Exit()
+        from lopen.cli.tui_cmd import picker
+
+        raise typer.Exit(picker(no_color=no_color))
+
+
+def _tui_setting() -> bool:
+    """`display.tui` (true unless configured off; a broken configuration is reported by the picker)."""
+    from lopen.config import load_settings
+    from lopen.errors import LopenError
+    from lopen.project import nearest_root
+
+    try:
+        return load_settings(nearest_root()).display.tui
+    except LopenError:
+        return True
 
 
 app.command("init")(init)
@@ -65,6 +93,8 @@ app.command("doctor")(doctor)
 app.command("revert")(revert)
 app.command("mcp")(mcp)
 app.command("trace")(trace)
+app.add_typer(tui_app, name="tui")
+app.command("watch")(watch_cmd)
 app.add_typer(spec_app, name="spec")
 app.add_typer(config_app, name="config")
 app.add_typer(auth_app, name="auth")

@@ -123,6 +123,10 @@ class Display(_Section):
         _doc("Colour output: auto (when the terminal supports it), always or never. NO_COLOR wins."),
     ] = "auto"
     ascii: Annotated[bool, _doc("Use ASCII symbols instead of ✓ ✗ ▶ ○ (automatic when not UTF-8).")] = False
+    tui: Annotated[
+        bool, _doc("Open the full-screen terminal UI for runs in a terminal; false = plain lines as with --headless.")
+    ] = True
+    landing: Annotated[bool, _doc("Show the TUI's landing screen (logo and version) before the first screen.")] = True
 
 
 class Provider(_Section):

@@ -1,0 +1,68 @@
+"""The module and component trees (context pane): module → components → tasks → subtasks, each
+with ✓ ▶ ○ ✗ (ASCII + > o x) from the one fold's W5 states. The selected component is expanded."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Tree
+
+from events.fold import ModuleState
+from lopen.tui.widgets import glyphs
+
+# Tree labels are Rich text (the Tree widget's label type): ANSI colour names, not theme variables.
+RICH_STYLE = {"complete": "green", "in-progress": "bold cyan", "failed": "red", "pending": "dim"}
+
+
+def plan_signature(state: ModuleState) -> tuple:
+    """Everything the tree shows: it is rebuilt only when this changes."""
+    return (
+        state.module,
+        state.selected,
+        state.complete,
+        tuple((slug, c.name, state.component_state(slug), tuple(c.tasks)) for slug, c in state.components.items()),
+        tuple((t.id, t.name, t.state, tuple(t.subtasks)) for t in state.tasks.values()),
+    )
+
+
+class PlanTree(Tree[str]):
+    DEFAULT_CSS = """
+    PlanTree { height: 1fr; padding: 0 1; background: $surface; overflow-x: hidden; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("module", **kwargs)  # type: ignore[arg-type]
+        self.border_title = "Plan"
+        self.show_root = True
+        self.guide_depth = 2
+        self._signature: tuple | None = None
+
+    def _label(self, state: str, text: str, extra: str = "") -> Text:
+        mark = glyphs(self).task(state)
+        return Text.assemble((f"{mark} ", RICH_STYLE.get(state, "")), text, (extra, "dim"))
+
+    def show(self, state: ModuleState) -> None:
+        signature = plan_signature(state)
+        if signature == self._signature:
+            return
+        self._signature = signature
+        module_state = "complete" if state.complete else "in-progress" if state.planned else "pending"
+        self.reset(self._label(module_state, state.module), "module")
+        if not state.components:
+            self.root.add_leaf(Text("no components yet", "dim"))
+        for slug, component in state.components.items():
+            cstate = state.component_state(slug)
+            tasks = state.component_tasks(slug)
+            done = sum(t.state == "complete" for t in tasks)
+            node = self.root.add(
+                self._label(cstate, component.name, f"  {done}/{len(tasks)}" if tasks else ""),
+                slug,
+                expand=slug == state.selected or cstate in ("in-progress", "failed"),
+            )
+            for task in tasks:
+                if task.subtasks:
+                    leaf = node.add(self._label(task.state, task.name), task.id, expand=task.state == "in-progress")
+                    for sub in task.subtasks:
+                        leaf.add_leaf(self._label("complete" if task.state == "complete" else "pending", sub))
+                else:
+                    node.add_leaf(self._label(task.state, task.name), task.id)
+        self.root.expand()

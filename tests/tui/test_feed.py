@@ -1,0 +1,125 @@
+"""Events reach the screen from a real SQLite store — through the bus in-process, by polling from
+elsewhere — and the feed never blocks or drops an event."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import msgspec
+
+from events import catalogue as ev
+from events.recorded import Recorded
+from events.store import EventStore
+from lopen.copilot import results as stream
+from lopen.tui.app import LopenApp
+from lopen.tui.feed import STREAM_LIMIT, Feed
+from lopen.tui.state import ScreenState
+from lopen.tui.widgets.plan_tree import PlanTree
+from lopen.tui.widgets.tool_call import ToolCallView
+from lopen.tui.widgets.topbar import TopBar
+
+from .conftest import MODULE, OPTIONS, PROJECT, SESSION, plan_events, settle, stream_id
+
+
+def tree_text(app: LopenApp) -> str:
+    tree = app.screen.query_one(PlanTree)
+
+    def walk(node) -> list[str]:
+        return [str(node.label), *[line for child in node.children for line in walk(child)]]
+
+    return "\n".join(walk(tree.root))
+
+
+async def test_events_appended_to_a_real_store_are_rendered(store: EventStore) -> None:
+    store.append(stream_id(), plan_events()[:2])
+    app = LopenApp(OPTIONS).for_watch(store, PROJECT, MODULE, poll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "no components yet" in tree_text(app)
+
+        appender = threading.Thread(
+            target=lambda: store.append(
+                stream_id(),
+                [
+                    *plan_events()[2:],
+                    ev.TaskStatusChanged(
+                        session_id=SESSION, task_id="core/1", from_state="pending", to_state="in-progress"
+                    ),
+                    ev.ToolCalled(session_id=SESSION, tool="bash", arguments={"command": "pytest -q"}, duration=1.5),
+                ],
+            )
+        )
+        appender.start()  # another thread appends, as a run does: the bus hands the events over
+        appender.join()
+        await settle(pilot, lambda: bool(app.screen.query(ToolCallView)))
+        assert "Normalize text" in tree_text(app) and "core" in tree_text(app)
+        (line,) = app.screen.query(ToolCallView)
+        assert line.entry.args == "pytest -q" and line.entry.status == "ok"
+        assert app.screen.query_one(TopBar).data.step == 6
+
+
+async def test_a_watcher_polls_a_store_another_process_writes(tmp_path: Path) -> None:
+    with EventStore.open(tmp_path) as writer, EventStore.open(tmp_path) as reader:
+        writer.append(stream_id(), plan_events()[:1])
+        app = LopenApp(OPTIONS).for_watch(reader, PROJECT, MODULE, SESSION, poll=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            assert app.state is not None and app.state.version == 1
+            assert app.feed is not None and app.feed._subscription is None  # no bus: polling only
+            writer.append(stream_id(), plan_events()[1:])  # another store object, as another process
+            app.feed.poll()  # what the timer runs every POLL_SECONDS, in a worker thread
+            await settle(pilot, lambda: "Normalize text" in tree_text(app))
+            assert app.state.version == len(plan_events())
+
+
+def test_many_appends_wake_the_app_once_and_none_is_lost(store: EventStore) -> None:
+    wakes = []
+    feed = Feed(store, PROJECT, MODULE, notify=lambda: wakes.append(1))
+    feed.attach(store.last_seq())
+
+    def append_many() -> None:
+        for n in range(200):
+            store.append(stream_id(), [ev.ProgressReported(session_id=SESSION, progress=f"step {n}")])
+
+    threads = [threading.Thread(target=append_many) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(wakes) == 1  # the app was told once; everything waits in the intake
+    state = ScreenState(PROJECT, MODULE)
+    folded = feed.drain(state)
+    assert len(folded) == 600 and state.version == 600
+    feed.on_recorded(Recorded(10_000, stream_id(), 601, ev.ProgressReported(progress="x")))
+    assert len(wakes) == 2  # the next arrival after a drain wakes it again
+
+
+def test_a_gap_in_versions_is_filled_from_the_store(store: EventStore) -> None:
+    store.append(stream_id(), plan_events())
+    feed = Feed(store, PROJECT, MODULE)
+    last = list(store.read_stream(stream_id()))[-1]
+    feed.on_recorded(last)  # only the last event arrives (a subscriber that missed the others)
+    state = ScreenState(PROJECT, MODULE)
+    feed.drain(state)
+    assert state.version == len(plan_events())
+    assert [t.id for t in state.fold.ordered_tasks()] == ["core/1", "core/2"]
+
+
+def test_other_modules_are_ignored_and_usage_deltas_are_left_to_events(store: EventStore) -> None:
+    feed = Feed(store, PROJECT, MODULE)
+    other = ev.ProgressReported(progress="elsewhere")
+    feed.on_recorded(Recorded(1, "module:p0test/other", 1, msgspec.structs.replace(other, module="other")))
+    feed.on_stream(stream.UsageReported(model="m", input=1, output=1, cache_read=0, cache_write=0))
+    assert feed.take() == []
+
+
+def test_narrative_floods_are_merged_past_the_limit_but_tool_calls_never(store: EventStore) -> None:
+    feed = Feed(store, PROJECT, MODULE)
+    for n in range(STREAM_LIMIT + 50):
+        feed.on_stream(stream.AssistantText(text=f"t{n}"))
+    feed.on_stream(stream.ToolStarted(call_id="c", name="bash", arguments={}))
+    items = feed.take()
+    assert len(items) == STREAM_LIMIT + 1
+    assert items[-2].text.endswith(f"t{STREAM_LIMIT + 49}")
+    assert isinstance(items[-1], stream.ToolStarted)
