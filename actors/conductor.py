@@ -124,7 +124,7 @@ class ConductorActor(pykka.ThreadingActor):
                 )
 
     def _dispatch(self, assessment: Assessment, budget_hint: str) -> StepOutcome:
-        notes = self._notes()
+        notes: tuple[str, ...] = ()  # the invoker adds what the history holds for the next invocation
         self.invocations += 1
         kind = Kind(assessment.kind)
         if kind is Kind.PLANNING:
@@ -133,13 +133,6 @@ class ConductorActor(pykka.ThreadingActor):
             self.say(f"▶ task {assessment.task} ({assessment.why})")
             return self.task_runner.run_task(assessment, budget_hint, notes).get()
         return self.task_runner.verify_scope(assessment, budget_hint, notes).get()
-
-    def _notes(self) -> tuple[str, ...]:
-        """Corrective instructions and queued messages for the next invocation (W11), once each."""
-        notes, queued = self.journal.read(lambda s: (list(s.notes), dict(s.queued)))
-        if queued:
-            self.journal.record(*(ev.UserMessageDelivered(message_id=mid) for mid in queued))
-        return (*notes, *(f"Message from the user: {text}" for text in queued.values()))
 
     def _enter(self, step: int, why: str) -> None:
         phase = phase_of(step).value

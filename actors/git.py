@@ -11,6 +11,8 @@ left them), ``reset_to_tip()`` (the worktree back to the last commit).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pykka
 
 from events import catalogue as ev
@@ -31,32 +33,42 @@ def commit_message(module: str, task: TaskNode, session_id: str) -> str:
 
 
 class GitActor(pykka.ThreadingActor):
-    def __init__(self, journal: Journal, worktree: Worktree, store: EventStore, *, auto_commit: bool = True) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        worktree: Worktree,
+        store: EventStore,
+        *,
+        auto_commit: bool = True,
+        spec: tuple[Path, str] | None = None,
+    ) -> None:
+        """``spec`` is (the user's checkout, the spec's path in it): the approved spec the branch carries."""
         super().__init__()
         self.journal = journal
         self.worktree = worktree
         self.store = store
         self.auto_commit = auto_commit
+        self.spec = spec
         self.subscription: Subscription | None = None
 
     def on_start(self) -> None:
         me = self.actor_ref.proxy()
         stream = self.journal.stream
         self.subscription = self.store.subscribe(
-            lambda rec: me.observe(rec) if rec.stream_id == stream and _completes(rec.event) else None
+            lambda rec: me.observe(rec) if rec.stream_id == stream and _reacts_to(rec.event) else None
         )
 
     def on_stop(self) -> None:
         if self.subscription is not None:
             self.subscription.cancel()
 
-    def ensure(self, spec: tuple[str, bytes] | None = None) -> str:
-        """The worktree and branch exist (created from the user's HEAD when missing; recorded once),
-        owed commits are made, and the branch holds the approved ``spec`` (relative path, content) —
-        committed as ``docs(<module>): the approved specification`` when it differs."""
-        created, base = self.worktree.ensure()
+    def ensure(self, created: bool = False) -> str:
+        """The worktree and branch exist (made where the history says, else from the user's HEAD;
+        recorded once — ``created`` when the engine made them before the CLI started), owed commits
+        are made, and the branch holds the approved spec (``docs(<module>): the approved specification``)."""
         state = self.journal.snapshot()
-        created = created or not state.branch  # the engine may have made it already, before the CLI started
+        made, base = self.worktree.ensure(state.tip)
+        created = created or made
         if created or state.worktree != str(self.worktree.path):
             self.journal.record(
                 ev.BranchEnsured(
@@ -68,9 +80,16 @@ class GitActor(pykka.ThreadingActor):
             )
         self._follow_branch()
         self.settle()
-        if spec is not None:
-            self._adopt_spec(*spec)
+        self.adopt_spec()
         return self.worktree.branch
+
+    def adopt_spec(self) -> None:
+        """Commit the approved spec (the user's checkout's, which the Assessor checked against the
+        approval) onto the branch when the branch's copy differs."""
+        if self.spec is None:
+            return
+        root, relative = self.spec
+        self._adopt_spec(relative, (root / relative).read_bytes())
 
     def _follow_branch(self) -> None:
         """Before this run: the branch moved outside Lopen since the last run. When the move is a commit
@@ -108,7 +127,10 @@ class GitActor(pykka.ThreadingActor):
         )
 
     def observe(self, recorded: Recorded) -> None:
-        self.settle()
+        if isinstance(recorded.event, ev.SpecDriftDetected):
+            self.adopt_spec()  # a spec approved mid-run: the branch carries it before anything is verified
+        else:
+            self.settle()
 
     def settle(self) -> str:
         """Commit every task owed a commit (in plan order); return the branch tip."""
@@ -185,5 +207,8 @@ class GitActor(pykka.ThreadingActor):
         return self.worktree.tip()
 
 
-def _completes(event: ev.Event) -> bool:
+def _reacts_to(event: ev.Event) -> bool:
+    """A task completed (commit it), or an approved spec change (adopt it)."""
+    if isinstance(event, ev.SpecDriftDetected):
+        return True
     return isinstance(event, ev.TaskStatusChanged) and event.to_state == "complete"

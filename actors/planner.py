@@ -8,6 +8,7 @@ import pykka
 from actors.messages import Assessment, StepOutcome
 from events.fold import ModuleState
 from events.journal import Journal
+from lopen.workflow.decide import assess
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.steps import Kind
 
@@ -24,12 +25,14 @@ class PlannerActor(pykka.ThreadingActor):
             return StepOutcome(ok=False, detail=outcome.detail, error_kind=outcome.error_kind)
 
         def result(state: ModuleState) -> StepOutcome:
+            """Planning succeeded when the module can now be built: the next step is no longer planning
+            (a selected component, ready — its dependencies complete — with tasks)."""
             selected = state.components.get(state.selected)
             tasks = state.component_tasks(selected.slug) if selected else []
-            if selected is None or state.component_done(selected.slug) or not tasks:
-                return StepOutcome(
-                    ok=False, detail="the planning invocation ended without a selected component with tasks"
-                )
+            after = assess(state)
+            if after.kind == Kind.PLANNING.value or selected is None or not tasks:
+                why = after.why if after.kind == Kind.PLANNING.value else "no selected component with tasks"
+                return StepOutcome(ok=False, detail=f"the planning invocation left the plan unfinished: {why}")
             n = len(tasks)
             left = sum(t.state != "complete" for t in tasks)
             done = f", {n - left} already complete" if left < n else ""

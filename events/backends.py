@@ -114,12 +114,22 @@ def open_backend(root: Path, url: str = "") -> Backend:
 
 
 def check_writable(path: Path) -> None:
-    """Create the store's directory and prove it accepts new files; StoreWriteError naming the OS error."""
+    """Create the store's directory and prove it accepts new files; StoreWriteError naming the OS error.
+
+    An existing store file is never opened here: closing any descriptor of a SQLite file drops every
+    POSIX lock this process holds on it, so another connection of this process (the TUI's, the MCP
+    server's) would lose its locks while other processes write — SQLite's classic way to corrupt a
+    database. Its writability is asked of the OS instead."""
     step = f"creating {path.parent}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        step = f"opening {path}"
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        if path.exists():
+            step = f"writing {path}"
+            if not os.access(path, os.R_OK | os.W_OK):
+                raise PermissionError(13, "Permission denied")
+        else:
+            step = f"creating {path}"
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
         step = f"creating a file in {path.parent}"  # WAL mode creates -wal/-shm files beside the store
         with tempfile.TemporaryFile(dir=path.parent):
             pass

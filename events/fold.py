@@ -147,6 +147,7 @@ class ModuleState(msgspec.Struct, kw_only=True):
     unavailable: list[str] = []  # models that fell back in the latest session
     pause_requested: str = ""  # who asked, until the run pauses
     evidence: dict[str, EvidenceNode] = {}  # "<tree> <command>" → result, the latest EVIDENCE_KEPT
+    task_numbers: dict[str, int] = {}  # component slug → the highest task number ever given (never reused)
     problems: list[str] = []  # events skipped because they contradicted the state
 
     # -- folding -------------------------------------------------------------------------------
@@ -467,7 +468,7 @@ def _components(s: ModuleState, e: ev.ComponentsRecorded) -> None:
             status=spec.status,
             depends_on=list(dict.fromkeys(slugify(d) for d in spec.depends_on)),
             tasks=known.tasks if known else [],
-            last_n=known.last_n if known else 0,
+            last_n=known.last_n if known else s.task_numbers.get(slug, 0),
         )
     for slug, node in old.items():  # a dropped component's pending tasks go with it
         if slug not in fresh:
@@ -508,6 +509,7 @@ def _tasks(s: ModuleState, e: ev.TasksRecorded) -> None:
         number = spec.id.rsplit("/", 1)[-1]
         if number.isdigit():
             component.last_n = max(component.last_n, int(number))
+            s.task_numbers[slug] = max(s.task_numbers.get(slug, 0), int(number))
     component.tasks = ids
     _invalidate(s, "component", slug)
 

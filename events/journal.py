@@ -69,7 +69,13 @@ class Journal:
         self._state = ModuleState(project=project, module=module)
         self._lock = threading.RLock()
         self._closed = False
+        self._listeners: list[Callable[[ModuleState, list[ev.Event]], None]] = []
         self.refresh()
+
+    def listen(self, listener: Callable[[ModuleState, list[ev.Event]], None]) -> None:
+        """Call ``listener(fold, events)`` after each recorded batch is folded in (under the journal's
+        lock: keep it short). For what must see the fold as it now is, e.g. the plan file."""
+        self._listeners.append(listener)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -143,6 +149,8 @@ class Journal:
                 for event in stamped:
                     self._state.apply(event)
                 self._state.version = version
+                for listener in self._listeners:
+                    listener(self._state, stamped)
                 return
             raise ConcurrencyConflict(self.stream, self._state.version, self.store.version(self.stream))
 

@@ -314,6 +314,16 @@ class EventStore:
             raise error from exc
 
 
+def _damaged(path: Path) -> bool:
+    """Confirm a corruption report with SQLite's own check on a fresh connection before anything is moved
+    aside: a file that passes it is never quarantined (the report was about this connection's view)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as db:
+            return db.execute("PRAGMA quick_check").fetchone() != ("ok",)
+    except sqlite3.DatabaseError:
+        return True
+
+
 def _file_identity(path: Path | None) -> tuple[int, int] | None:
     if path is None:
         return None
@@ -333,7 +343,7 @@ def _translate(
         cause = cause.__cause__ or cause.__context__
     name = getattr(cause, "sqlite_errorname", "") or ""
     message = str(cause or exc)
-    if path is not None and name.startswith(_CORRUPT):
+    if path is not None and name.startswith(_CORRUPT) and _damaged(path):
         if backend is not None:
             backend.close()
         dest = quarantine(path)

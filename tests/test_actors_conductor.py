@@ -144,17 +144,6 @@ def test_steps_are_entered_and_recorded_as_the_module_moves_on(world: World) -> 
     assert entered == [(4, "planning"), (6, "building"), (7, "building"), (4, "planning")]
 
 
-def test_a_queued_message_reaches_the_next_invocation_once(world: World) -> None:
-    world.journal.record(
-        ev.UserMessageQueued(message_id="m1", text="use argon2, not bcrypt"),
-        ev.CorrectiveInstructionIssued(category="git", instruction="Do not commit."),
-    )
-    result, given = world.run([TASK, TASK, DONE])
-    assert result.exit_code == 0
-    assert given == [("Do not commit.", "Message from the user: use argon2, not bcrypt"), ()]
-    assert [e.message_id for e in world.events(ev.UserMessageDelivered)] == ["m1"]
-
-
 def test_an_unapproved_spec_edit_stops_the_run_for_a_person(world: World) -> None:
     stop = Stop(2, "the specification changed since it was approved (Overview)", "lopen spec approve auth")
     result, given = world.run([stop])

@@ -148,11 +148,14 @@ def test_ensure_makes_the_worktree_on_the_module_branch_once_and_records_it(worl
     assert world.user.untouched()
 
 
-def test_ensure_commits_the_approved_spec_on_the_branch_once(world: World) -> None:
-    actor = world.start()
+def test_ensure_commits_the_approved_spec_on_the_branch_once(world: World, tmp_path_factory) -> None:
     approved = b"# Auth\n\n## Overview\n\nApproved text.\n"
-    actor.ensure((SPEC, approved)).get()
-    actor.ensure((SPEC, approved)).get()
+    source = tmp_path_factory.mktemp("approved")  # where the approved spec is read (the checkout in a run)
+    (source / SPEC).parent.mkdir(parents=True)
+    (source / SPEC).write_bytes(approved)
+    actor = world.start(spec=(source, SPEC))
+    actor.ensure().get()
+    actor.ensure().get()
 
     (commit,) = world.events(ev.CommitRecorded)
     assert commit.task_id == "" and commit.message == f"docs({MODULE}): the approved specification"

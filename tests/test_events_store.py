@@ -944,3 +944,24 @@ def test_the_catalogue_is_documented() -> None:
             if field not in ("at", "session_id", "module", "project") and f"`{field}`" not in row
         ]
     assert not missing, f"missing from docs/events.md: {', '.join(missing)}"
+
+
+def test_opening_a_store_again_never_opens_and_closes_its_file_in_this_process(tmp_path, monkeypatch):
+    """Closing any descriptor of a SQLite file drops every POSIX lock the process holds on it, so a
+    second open of the store in one process (the TUI's, the MCP server's) must not open the file
+    itself: the first connection would lose its locks while other processes write (a corruption)."""
+    from events import backends
+
+    first = EventStore.open(tmp_path)
+    path = tmp_path / ".lopen" / "store.sqlite"
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(backends.os, "open", spy)
+    backends.check_writable(path)
+    assert str(path) not in opened
+    first.close()

@@ -36,7 +36,7 @@ def draft_spec(
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store, module_lock(root, module):
         journal = Journal(store, project, module)
-        worktree.ensure()  # before the CLI starts: its sandbox binds the worktree, which must exist
+        worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI starts: its sandbox binds the worktree
         with Gateway(config) as gateway:
             protection = gateway.protection.kind if gateway.protection else "policy"
             session_id = open_session(

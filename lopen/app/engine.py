@@ -15,13 +15,15 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+import msgspec
 import pykka
 
 from actors.conductor import ConductorActor, Interrupt
 from actors.messages import RunResult, VerifyRequest
 from events import catalogue as ev
+from events.fold import ModuleState
 from events.journal import Journal
 from events.locks import module_lock
 from events.store import EventStore
@@ -42,6 +44,18 @@ from lopen.workflow.oracle import Verdict
 from lopen.workflow.renderer import renderer
 from lopen.workflow.spec_watch import SpecWatcher
 from lopen.workflow.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from lopen.telemetry.live import Telemetry
+
+
+def attach_telemetry(store: EventStore, project: str, settings: Settings) -> Telemetry:
+    """OpenTelemetry export of the run (``lopen.telemetry``): imports nothing when no OTEL_* switch is set;
+    a collector that cannot be reached is one warning on stderr."""
+    from lopen.telemetry import attach
+
+    return attach(store, project, settings)
+
 
 STOP_TIMEOUT = 3.0  # seconds the actors and the CLI get to stop
 
@@ -71,6 +85,29 @@ def gateway_config(settings: Settings, root: Path, worktree: Worktree | None = N
         copilot_home=str(root / ".lopen" / "copilot") if provider.base_url else "",
         sandbox=sandbox,
     )
+
+
+PLAN_EVENTS = (
+    ev.DependenciesRecorded,
+    ev.ComponentsRecorded,
+    ev.ComponentSelected,
+    ev.TasksRecorded,
+    ev.TaskStatusChanged,
+    ev.TaskReopened,
+    ev.OracleVerdictRecorded,
+    ev.CommitRecorded,
+)
+
+
+def keep_plan_file(root: Path, journal: Journal) -> None:
+    """`.lopen/modules/<module>/plan.md` follows the run: rendered from the fold after each plan change."""
+    from events.projections.plan import write_plans
+
+    def render(state: ModuleState, events: list[ev.Event]) -> None:
+        if any(isinstance(e, PLAN_EVENTS) for e in events):
+            write_plans(root, {state.module: state}, state.project)
+
+    journal.listen(render)
 
 
 def worktree_for(root: Path, module: str, settings: Settings) -> Worktree:
@@ -115,6 +152,21 @@ def completed(journal: Journal, worktree: Worktree) -> str:
     )
 
 
+def completed_already(root: Path, module: str, settings: Settings) -> tuple[str, str] | None:
+    """``(last session, what to say)`` when ``module`` is complete and its spec is the approved one:
+    `lopen run` then says so without asking for credentials or starting the CLI."""
+    store, project = open_store(root, settings.store.url, settings.project.id)
+    with store:
+        journal = Journal(store, project, module)
+        state = journal.snapshot()
+        if not state.complete:
+            return None
+        status = SpecWatcher(root, module).check(state)
+        if not status.approved or status.unapproved or status.drift is not None:
+            return None
+        return state.last_session() or "", completed(journal, worktree_for(root, module, settings))
+
+
 def open_session(
     journal: Journal,
     settings: Settings,
@@ -151,6 +203,7 @@ def open_session(
             worktree=str(worktree),
             worker=worker_name(),
             command=command,
+            resumed_from=state.last_session() or "",  # the session this one continues the module's history from
         )
     )
 
@@ -185,12 +238,21 @@ def run_module(
             journal = Journal(store, project, module)
             watcher = SpecWatcher(root, module)
             check_spec(journal, watcher)
+            keep_plan_file(root, journal)
             worktree = worktree_for(root, module, settings)
             if not replan and journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
                 return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
             interrupt = interrupt if interrupt is not None else Interrupt()
-            worktree.ensure()  # before the CLI starts: its sandbox binds the worktree, which must exist
-            gateway = Gateway(gateway_config(settings, root, worktree)).start()
+            created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI: its sandbox binds it
+            telemetry = attach_telemetry(store, project, settings)  # inert unless OTEL_* asks; warns on stderr
+            config = msgspec.structs.replace(
+                gateway_config(settings, root, worktree), telemetry=telemetry.copilot_telemetry()
+            )
+            try:
+                gateway = Gateway(config).start()
+            except BaseException:
+                telemetry.close()
+                raise
             try:
                 protection = gateway.protection
                 session_id = open_session(
@@ -213,12 +275,15 @@ def run_module(
                         queued = ev.UserMessageQueued(message_id=f"msg-{journal.version + 1}", text=message)
                         journal.record(queued)
                     with stopping_on_signals(interrupt, gateway.abort, say, gateway.kill):
-                        parts = Parts(root, module, settings, store, project, journal, watcher, worktree, gateway)
-                        result = _run(parts, say, stop_before, ask, interrupt, watch)
+                        parts = Parts(
+                            root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry
+                        )
+                        result = _run(parts, say, stop_before, ask, interrupt, watch, created)
                 finally:
                     subscription.cancel()
             finally:
                 gateway.close(STOP_TIMEOUT if interrupt else 15)
+                telemetry.close()
             return result.exit_code, session_id, result.detail
     finally:
         store.close()
@@ -236,6 +301,7 @@ class Parts(NamedTuple):
     watcher: SpecWatcher
     worktree: Worktree
     gateway: Gateway
+    telemetry: Telemetry
 
 
 def _run(
@@ -245,6 +311,7 @@ def _run(
     ask: Callable[[str], bool] | None,
     interrupt: Interrupt,
     watch: Callable[[str, StreamEvent], None] | None,
+    created: bool = False,
 ) -> RunResult:
     from actors.assessor import AssessorActor
     from actors.git import GitActor
@@ -254,7 +321,7 @@ def _run(
     from actors.planner import PlannerActor
     from actors.task_runner import TaskRunnerActor
 
-    root, module, settings, store, project, journal, watcher, worktree, gateway = parts
+    root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry = parts
     started: list[pykka.ActorRef] = []
 
     def start(cls: type[pykka.ThreadingActor], *args: object, **kwargs: object) -> pykka.ActorProxy:
@@ -263,9 +330,9 @@ def _run(
         return ref.proxy()
 
     try:
-        git = start(GitActor, journal, worktree, store, auto_commit=settings.git.auto_commit)
-        spec = spec_path(root, module)
-        git.ensure((spec.relative_to(root).as_posix(), spec.read_bytes())).get()
+        spec = spec_path(root, module).relative_to(root).as_posix()
+        git = start(GitActor, journal, worktree, store, auto_commit=settings.git.auto_commit, spec=(root, spec))
+        git.ensure(created).get()
         collector = EvidenceCollector(journal, worktree, watcher, root, timeout=settings.copilot.invocation_timeout)
         oracle_ref: list[pykka.ActorProxy] = []
 
@@ -286,7 +353,15 @@ def _run(
                 untested=collector.untested,
             )
 
-        invoker = Invoker(journal, gateway.invoke, settings, worktree.path, tools_for, watch=watch)
+        invoker = Invoker(
+            journal,
+            gateway.invoke,
+            settings,
+            worktree.path,
+            tools_for,
+            watch=watch,
+            traceparent=lambda invocation_id: telemetry.traceparent(journal.session_id, invocation_id),
+        )
         oracle_ref.append(start(OracleActor, journal, collector, invoker))
         metrics = start(MetricsActor, store, project, module)
         conductor = start(

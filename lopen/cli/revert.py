@@ -1,8 +1,9 @@
 """`lopen revert <module> [--to <task>]` (G3): back to a task-completion commit.
 
 The logic lives in `lopen.workflow.revert`; this prints what it did. Exit codes: 0 reverted, or
-nothing to revert (the target already is HEAD); 1 refused (dirty tree, no task-completion commit,
-branch not checked out, unknown task) with what/why/how on stderr.
+nothing to revert (the target already is the branch tip); 1 refused (a dirty worktree, no
+task-completion commit, an unknown task) with what/why/how on stderr. The user's own checkout is
+never touched: the module's worktree and its branch are reset.
 """
 
 from __future__ import annotations

@@ -101,6 +101,12 @@ def _start(
             "write it (see docs/specifications.md), or have it drafted: "
             f"`lopen run {module} --prompt '<what to build>'`",
         )
+    if not drafting and not replan and not prompt:
+        from lopen.app.engine import completed_already
+
+        done = completed_already(root, module, settings)  # a finished module needs no credentials
+        if done is not None:
+            _finish(0, *done)
     for warning in preflight(settings, drafting=drafting):
         typer.echo(f"warning: {warning}", err=True)
     ensure_lopen_dir(root)

@@ -485,9 +485,7 @@ class _SessionRun:
         self.charged = self.charged or first
         self.usage.add(model, *values)
         call_id = data.api_call_id or data.provider_call_id or self.event_id
-        self.emit(
-            UsageReported(model, *values, call_id=call_id or "", agent_id=self.agent, first_of_attempt=first)
-        )
+        self.emit(UsageReported(model, *values, call_id=call_id or "", agent_id=self.agent, first_of_attempt=first))
 
     def _on_SessionUsageInfoData(self, data: Any) -> None:
         self.context = ContextWindow(used=int(data.current_tokens or 0), limit=int(data.token_limit or 0))
@@ -547,6 +545,8 @@ def _interrupted(request: InvocationRequest) -> InvocationResult:
         attempts=[],
         error=InvocationError(kind=ErrorKind.INTERRUPTED, message="interrupted: Lopen is stopping", model=model),
     )
+
+
 def _session_id(conversation_id: str, attempt: int) -> str | None:
     """The SDK session's id: the conversation's for the first attempt, ``-<n>`` after it; None = the SDK's."""
     if not conversation_id:

@@ -41,14 +41,21 @@ class Worktree:
 
     # -- making it ------------------------------------------------------------------------------
 
-    def ensure(self) -> tuple[bool, str]:
-        """Create the branch (from the user's HEAD) and the worktree when missing.
+    def ensure(self, start_at: str = "") -> tuple[bool, str]:
+        """Create the branch and the worktree when missing. A new branch starts at ``start_at`` — where
+        the module's history says the branch is (another clone's work, fetched) — or else at the user's HEAD.
 
-        Returns ``(branch created, the branch's base commit)``.
+        Returns ``(branch created, the commit it started at)``.
         """
         repo = Repository(self.repo_root)
-        base = repo.head() or ""
         created = not repo.branch_exists(self.branch)
+        if created and start_at and not repo.has_commit(start_at):
+            raise GitError(
+                f"the module's history says {self.branch} is at {start_at[:8]}, which this clone does not have",
+                "another clone (or another machine) built it, sharing this project's event store",
+                f"fetch it first: `git fetch <remote> {self.branch}:{self.branch}`, then run again",
+            )
+        base = (start_at if created and start_at else repo.head()) or ""
         elsewhere = None if created else repo.checked_out_at(self.branch)
         if elsewhere is not None and elsewhere.resolve() != self.path.resolve():
             raise GitError(

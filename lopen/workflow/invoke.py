@@ -123,8 +123,13 @@ class Invoker:
         last_task_of_component: bool = False,
         budget_hint: str = "",
     ) -> Outcome:
+        """Run one invocation. Its prompt carries the corrective instructions and the person's queued
+        messages the history holds for the next invocation (each delivered once: recorded with this
+        invocation's id), then ``notes`` (what the caller adds, e.g. a cut-off run's leftovers)."""
         invocation_id = new_invocation_id(kind)
         names = toolset(kind, last_task_of_component)
+        owed, messages = self.journal.read(lambda state: (list(state.notes), dict(state.queued)))
+        notes = (*owed, *notes, *(f"Message from the user: {text}" for text in messages.values()))
         toolbox = self.tools_for(invocation_id, step, component, task) if self.tools_for else None
         context = assemble_context(
             self.workdir,
@@ -153,6 +158,7 @@ class Invoker:
             working_directory=str(self.workdir),
             timeout=self.settings.copilot.invocation_timeout,
             traceparent=self.traceparent(invocation_id) if self.traceparent else "",
+            conversation_id=invocation_id,
         )
         try:
             self.journal.record(
@@ -168,6 +174,10 @@ class Invoker:
                     sections_sent=tuple(context.sections_sent),
                 )
             )
+            if messages:  # W11: delivered in this invocation's prompt, once each
+                self.journal.record(
+                    *(ev.UserMessageDelivered(message_id=mid, invocation_id=invocation_id) for mid in messages)
+                )
         except JournalClosed:
             return Outcome(ok=False, detail="interrupted", error_kind="interrupted", invocation_id=invocation_id)
         self.count += 1
@@ -196,6 +206,7 @@ class Invoker:
             timeout=self.settings.copilot.invocation_timeout,
             builtin_tools=False,
             traceparent=self.traceparent(invocation_id) if self.traceparent else "",
+            conversation_id=invocation_id,
         )
         parent = self.journal.read(lambda s: s.invocations.get(parent_invocation))
         self.journal.record(

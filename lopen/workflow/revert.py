@@ -137,9 +137,7 @@ def revert_module(
             )
             for t in reopened
         ]
-        events.append(
-            ev.CorrectiveInstructionIssued(category=CATEGORY, instruction=instruction, session_id=session)
-        )
+        events.append(ev.CorrectiveInstructionIssued(category=CATEGORY, instruction=instruction, session_id=session))
         journal.record(*events)
         return RevertResult(
             module=module,

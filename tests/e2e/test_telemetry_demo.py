@@ -1,11 +1,6 @@
-"""A demo run's spans and metrics reach a real OTLP receiver (issue 11's acceptance test).
-
-INTEGRATION: these tests need the rewritten workflow to compose telemetry — call
-``lopen.telemetry.attach(store, project, settings)`` before the session's first event (and
-``close()`` it at the end), build the gateway with ``GatewayConfig(telemetry=handle.copilot_telemetry())``,
-and give every invocation ``InvocationRequest(traceparent=handle.traceparent(session_id, invocation_id),
-conversation_id=invocation_id)``. Remove the skip below when that is wired.
-"""
+"""A demo run's spans and metrics reach a real OTLP receiver (issue 11's acceptance test): the run
+composes telemetry (lopen.app.engine), the Copilot CLI's own spans hang under Lopen's invocation
+spans, and `lopen trace` rebuilds the same tree from the store."""
 
 from __future__ import annotations
 
@@ -23,10 +18,7 @@ from events.replay import session_records
 from lopen.project import open_store
 from lopen.telemetry import ids
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skip(reason="INTEGRATION (issue 11): needs the rewritten workflow to call lopen.telemetry.attach"),
-]
+pytestmark = pytest.mark.e2e
 
 
 def lopen(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -260,8 +260,10 @@ def lopen_env(cli_path: str, url: str) -> dict[str, str]:
         {
             "COPILOT_CLI_PATH": cli_path,
             "LOPEN_PROVIDER__BASE_URL": url,
+            "LOPEN_MODELS__REQUIREMENT_GATHERING": "scripted-opus",
             "LOPEN_MODELS__PLANNING": "scripted-opus",
             "LOPEN_MODELS__BUILDING": "scripted-opus",
+            "LOPEN_MODELS__RESEARCH": "scripted-opus",
             "LOPEN_MODELS__ORACLE": "scripted-mini",
             "LOPEN_MODELS__FALLBACK": "[]",
         }
@@ -317,3 +319,27 @@ def test_a_finished_module_run_again_is_complete_at_once_and_replan_keeps_one_hi
         kinds = [type(r.event).__name__ for r in session_records(store, project, replan_session)]
     assert plan.complete and [t.state for t in plan.ordered_tasks()] == ["complete"] * 3
     assert "ReplanRequested" in kinds and "TaskStatusChanged" not in kinds  # nothing re-opened or redone
+
+
+def test_after_a_revert_a_planning_invocation_that_cannot_help_is_a_failure_not_a_loop(demo_run, cli_path, scripted):
+    """A planning invocation that leaves the plan where it was (here: the scripted model selects `cli`,
+    which depends on the re-opened `core`) counts as a failed step: the run pauses at the churn
+    threshold instead of planning until max_iterations (100 premium requests with a real model)."""
+    code, root, *_ = demo_run
+    assert code == 0
+    server = scripted(load_playbook(PLAYBOOK))
+    env = lopen_env(cli_path, server.url)
+    reverted = lopen(root, env, "revert", "slugify", "--to", "core/1")
+    assert reverted.returncode == 0, reverted.stdout + reverted.stderr
+
+    again = lopen(root, env, "run", "slugify", "--headless")
+
+    assert again.returncode == 2, again.stdout + again.stderr
+    store, project = open_store(root)
+    with store:
+        store.projections.catch_up()
+        latest = store.projections.sessions.latest("slugify")
+        started = [r.event for r in session_records(store, project, latest.id)]
+    planning = [e for e in started if isinstance(e, ev.InvocationStarted) and e.kind == "planning"]
+    assert len(planning) == 3  # the churn threshold, not workflow.max_iterations
+    assert "failed 3 times" in again.stdout and "waits for core" in again.stdout
