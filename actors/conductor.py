@@ -26,15 +26,24 @@ from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
 
 class Interrupt:
-    """Set from a signal handler: which signal stopped the run ("" while it runs)."""
+    """Set from a signal handler or another thread (the TUI's Ctrl+C): which signal stopped the run
+    ("" while it runs). ``on_set`` callbacks run once, when it is first set (abort the gateway …)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signal = ""
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on_set(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
 
     def set(self, signal: str) -> None:
+        first = not self.event.is_set()
         self.signal = self.signal or signal
         self.event.set()
+        if first:
+            for callback in self._callbacks:
+                callback()
 
     def __bool__(self) -> bool:
         return self.event.is_set()

@@ -21,18 +21,6 @@ def cli_path() -> str:
         pytest.skip(f"these tests need the Copilot CLI: {exc.what} — run bin/setup")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``needs_engine`` drive a whole run through the workflow engine, which is being
-    rewritten: they are skipped until it lands. Run them with LOPEN_ENGINE_READY=1; at integration,
-    remove the marker (and this hook once no test carries it)."""
-    if os.environ.get("LOPEN_ENGINE_READY"):
-        return
-    skip = pytest.mark.skip(reason="ENGINE: needs the rewritten workflow engine (LOPEN_ENGINE_READY=1 runs it)")
-    for item in items:
-        if "needs_engine" in item.keywords:
-            item.add_marker(skip)
-
-
 @pytest.fixture
 def otlp_receiver():
     """A real OTLP/HTTP receiver on a loopback port (tests/otlp_receiver.py)."""

@@ -151,16 +151,17 @@ def test_replay_json_is_one_object_per_line_with_increasing_seq(project: Path) -
     assert tool["arguments"] == {"command": "echo [REDACTED]"} and TOKEN not in out.stdout
 
 
-def test_replay_text_is_one_line_per_event(project: Path) -> None:
-    out = lopen(project, "replay", "auth-20261126-3")
+def test_replay_tells_one_sessions_story_starting_with_its_approval(project: Path) -> None:
+    """The session's own events, in order, after the approval it worked from; nothing of the others.
+    (The text view's layout is pinned by tests/test_replay.py's golden files.)"""
+    out = lopen(project, "replay", "auth-20261126-3", "--json")
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert len(lines) == 9
-    assert "SpecApproved" in lines[0] and "SessionStarted" in lines[1]
-    assert lines[2].endswith('StepEntered                  phase=planning step=3 why="no components"')
-    assert lines[2].startswith("2026-") and "Z  #" in lines[2]
-    assert "SessionPaused" in lines[-1] and "reason=budget" in lines[-1]
-    assert not any("tokens/1" in line for line in lines)  # the other sessions' events are not in it
+    story = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [e["type"] for e in story][:3] == ["SpecApproved", "SessionStarted", "StepEntered"]
+    assert story[-1]["type"] == "SessionPaused" and story[-1]["reason"].startswith("budget")
+    assert {e["session_id"] for e in story[1:]} == {"auth-20261126-3"}
+    text = lopen(project, "replay", "auth-20261126-3", "--full").stdout
+    assert "SpecApproved" in text and "StepEntered" in text and "tokens/1" not in text
 
 
 def test_replay_of_an_unknown_session_says_so(project: Path) -> None:

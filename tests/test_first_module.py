@@ -242,7 +242,6 @@ def test_the_playbook_page_up_to_the_run(tmp_path: Path) -> None:
     assert status.stdout == ""  # Lopen's folder stays out of git; the page commits everything else
 
 
-@pytest.mark.needs_engine
 @pytest.mark.e2e
 def test_the_playbook_page_to_a_complete_run(tmp_path: Path, cli_path: str) -> None:
     """ENGINE: the whole page, `lopen run greet --headless` included, completes the module."""

@@ -348,7 +348,6 @@ def test_http_uses_the_given_token_and_refuses_other_hosts(audited: Path) -> Non
 # -- a whole run, steered ---------------------------------------------------------------------------------
 
 
-@pytest.mark.needs_engine
 @pytest.mark.e2e
 def test_start_pause_and_resume_a_scripted_run_to_completion(tmp_path: Path, cli_path: str) -> None:
     """ENGINE: start the bundled example's scripted run over MCP, pause it while it runs, resume it,
@@ -410,7 +409,9 @@ def test_start_pause_and_resume_a_scripted_run_to_completion(tmp_path: Path, cli
                 state = await until(client, lambda s: s["sessions"].get(session) == "paused", run)
                 assert state["state"] != "complete"
                 run = await call(client, "resume_run", module="slugify")
-                state = await until(client, lambda s: s["state"] == "complete", run)
+                state = await until(
+                    client, lambda s: s["state"] == "complete" and s["sessions"].get(session) == "completed", run
+                )
                 assert state["sessions"][session] == "completed"
             actions = [e["action"] for e in replay_json(root, session) if e["type"] == "ControlRequested"]
             assert actions == ["pause", "resume"]

@@ -11,13 +11,18 @@ import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lopen
 from lopen.app.engine import run_module
-from lopen.config import load_settings
+from lopen.app.run_contract import RunCallbacks
+from lopen.config import Settings, load_settings
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook
 from lopen.workflow.approval import approve_spec
+
+if TYPE_CHECKING:
+    from lopen.app.tui_run import TuiRun
 
 PACKAGE = Path(lopen.__file__).parent
 EXAMPLE = PACKAGE / "examples" / "slugify"
@@ -66,13 +71,31 @@ def demo_settings(root: Path, url: str, extra: dict[str, object] | None = None):
     return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "lopen demo"))
 
 
+def _in_the_tui(root: Path, settings: Settings) -> tuple[int, str, str]:
+    from lopen.app.tui_run import start_run_for
+    from lopen.tui import run_tui
+
+    runs: list[TuiRun] = []
+
+    def start(callbacks: RunCallbacks) -> TuiRun:
+        runs.append(start_run_for(root, MODULE, settings, no_resume=not runs)(callbacks))
+        return runs[-1]
+
+    code = run_tui(root, MODULE, start, settings=settings, new_session=True)
+    session_id = runs[-1].session_id if runs else ""
+    return code, session_id, "the demo ran in the terminal UI" + (f" (exit code {code})" if code else "")
+
+
 def run_demo(
     directory: Path | None,
     say: Callable[[str], None],
     playbook: Path = PLAYBOOK,
     server: ScriptedModelServer | None = None,
+    *,
+    tui: bool = False,
 ) -> int:
-    """Build the example in ``directory``; ``server`` lets a caller watch the scripted model's log."""
+    """Build the example in ``directory``; ``server`` lets a caller watch the scripted model's log;
+    ``tui`` shows the run in the terminal UI (``lopen demo`` in a terminal)."""
     root = prepare_project(directory or Path(tempfile.mkdtemp(prefix="lopen-demo-")))
     say(f"Lopen demo — the example module `{MODULE}` in {root}")
     say(f"SCRIPTED MODEL: answers come from {playbook.name}, not from a real model. The Copilot CLI, git and")
@@ -83,7 +106,10 @@ def run_demo(
         with store:
             approve_spec(root, MODULE, store, project)
         say(f"✓ approved docs/requirements/{MODULE}/SPECIFICATION.md")
-        code, session_id, detail = run_module(root, MODULE, settings, say, no_resume=True)
+        if tui:
+            code, session_id, detail = _in_the_tui(root, settings)
+        else:
+            code, session_id, detail = run_module(root, MODULE, settings, say, no_resume=True)
     say(("✓ " if code == 0 else "✗ ") + detail)
     log = subprocess.run(
         ["git", "log", "--format=%h %s", f"main..lopen/{MODULE}"], cwd=root, capture_output=True, text=True, check=False

@@ -222,8 +222,14 @@ def run_module(
     ask: Callable[[str], bool] | None = None,
     interrupt: Interrupt | None = None,
     watch: Callable[[str, StreamEvent], None] | None = None,
+    opened: tuple[EventStore, str] | None = None,
+    on_session: Callable[[str], None] | None = None,
 ) -> tuple[int, str, str]:
-    """Run the workflow for ``module``; returns (exit code, session id, detail)."""
+    """Run the workflow for ``module``; returns (exit code, session id, detail).
+
+    ``opened`` is a store (and its project id) the caller holds and keeps open — the TUI follows its
+    bus; ``on_session`` hears the session id as soon as it is known; ``interrupt`` set from any
+    thread stops the run as Ctrl+C does."""
     if not settings.git.enabled:
         raise LopenError(
             "git.enabled is false, but Lopen builds every module in a git worktree",
@@ -232,7 +238,7 @@ def run_module(
         )
     find_cli(settings.copilot.cli_path)  # the CLI is found before anything is recorded
     ensure_lopen_dir(root)
-    store, project = open_store(root, settings.store.url, settings.project.id)
+    store, project = opened or open_store(root, settings.store.url, settings.project.id)
     try:
         with module_lock(root, module):
             journal = Journal(store, project, module)
@@ -265,6 +271,8 @@ def run_module(
                     command="plan" if stop_before == "building" else "run",
                 )
                 say(f"session {session_id}")
+                if on_session is not None:
+                    on_session(session_id)
                 if protection is not None and protection.warning:
                     say(f"! sandbox: {protection.warning}")
                 subscription = store.subscribe(renderer(say, journal.stream))
@@ -286,7 +294,8 @@ def run_module(
                 telemetry.close()
             return result.exit_code, session_id, result.detail
     finally:
-        store.close()
+        if opened is None:
+            store.close()
 
 
 class Parts(NamedTuple):

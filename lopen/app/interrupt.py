@@ -32,8 +32,10 @@ def stopping_on_signals(
     """While the block runs, SIGINT/SIGTERM interrupt the run (see the module docstring): ``abort``
     stops what is in flight, ``force`` kills what must not outlive a second signal (the CLI). Outside
     the main thread (tests, the TUI's worker) nothing is installed: the caller sets ``interrupt``."""
+    interrupt.on_set(abort)
+    interrupt.on_set(kill_children)
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield  # no signal handlers here: whoever runs this thread sets ``interrupt`` (the TUI's Ctrl+C)
         return
 
     def handle(signum: int, frame: FrameType | None) -> None:
@@ -43,10 +45,8 @@ def stopping_on_signals(
             with contextlib.suppress(Exception):
                 force()
             os._exit(CODES[name])
-        interrupt.set(name)
         say(f"! {name}: stopping after recording where the run stands (again to quit at once)")
-        abort()
-        kill_children()
+        interrupt.set(name)  # its callbacks abort what is in flight
 
     previous = {sig: signal.signal(sig, handle) for sig in NAMES}
     try:

@@ -169,8 +169,12 @@ def sandbox_check(protection: Protection) -> Check:
     return Check("sandbox", True, protection.detail)
 
 
-def show(out: Console, result: Check) -> None:
+def show(result: Check, out: Console | None = None) -> None:
     """Print one check: its mark, name and detail, and the fix for a ✗ or a !."""
+    if out is None:
+        from lopen.cli.output import Console
+
+        out = Console.for_settings()
     if not result.ok:
         mark = out.style(out.symbol("fail"), fg="red")
     elif result.warning:
@@ -215,6 +219,6 @@ def doctor() -> None:
         result = run()
         if result is None:
             continue
-        show(out, result)
+        show(result, out)
         failed = failed or not result.ok
     raise typer.Exit(1 if failed else 0)

@@ -115,6 +115,15 @@ def _start(
 
         code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
         _finish(code, session_id, detail)
+    from lopen.tui.options import use_tui
+
+    if use_tui(headless=headless, setting=settings.display.tui):
+        from lopen.app.tui_run import start_run_for
+        from lopen.tui import run_tui
+
+        options = {"no_resume": no_resume, "replan": replan, "stop_before": stop_before, "message": prompt}
+        start = start_run_for(root, module, settings, **options)
+        raise typer.Exit(run_tui(root, module, start, settings=settings, resume=resume, new_session=no_resume))
     code, session_id, detail = run_module(
         root,
         module,
@@ -231,8 +240,15 @@ def build(
 def demo(directory: Path | None = DEMO_DIR) -> None:
     """Build the bundled example module offline, against the bundled SCRIPTED model, through the real CLI."""
     from lopen.app.demo import run_demo
+    from lopen.config import load_settings
+    from lopen.errors import LopenError
+    from lopen.tui.options import use_tui
 
-    raise typer.Exit(run_demo(directory, typer.echo))
+    try:
+        tui = use_tui(setting=load_settings(None).display.tui)
+    except LopenError:
+        tui = use_tui()
+    raise typer.Exit(run_demo(directory, typer.echo, tui=tui))
 
 
 def resume_session(

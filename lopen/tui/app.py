@@ -517,13 +517,15 @@ class LopenApp(App[int]):
     def _replay(self) -> None:
         if self.feed is None or self.state is None:
             return
-        from events.replay import text_line
+        from events.replay import TextView
 
         session = self.state.session_id
+        view = TextView(120, tree=True)
         lines = [
-            text_line(rec)
+            line
             for rec in self.feed.store.read_stream(self.feed.stream_id)
             if rec.event.session_id in (session, "")
+            for line in view.render(rec)
         ]
         self.push_screen(
             ViewerDialog(f"Replay of {session or self.state.module}", "\n".join(lines[-2000:]), markdown=False)

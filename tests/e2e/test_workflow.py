@@ -137,12 +137,7 @@ def test_each_step_gets_its_own_tools_and_a_task_only_its_sections(demo_run):
 def test_run_before_the_spec_is_approved_stops_with_exit_2(tmp_path, cli_path, scripted):
     server = scripted(load_playbook(PLAYBOOK))
     root = prepare_project(tmp_path / "project")
-    env = {
-        **os.environ,
-        "COPILOT_CLI_PATH": cli_path,
-        "LOPEN_PROVIDER__BASE_URL": server.url,
-        "LOPEN_MODELS__BUILDING": "scripted-opus",
-    }
+    env = lopen_env(cli_path, server.url)
     done = subprocess.run(
         [sys.executable, "-m", "lopen", "run", "slugify", "--headless"],
         cwd=root,
@@ -218,12 +213,7 @@ def test_run_with_a_prompt_and_no_spec_drafts_one_and_stops_at_the_human_gate(tm
     for args in (["init", "-q"], ["config", "user.name", "Ada"], ["config", "user.email", "ada@example.com"]):
         subprocess.run(["git", *args], cwd=root, check=True)
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "first"], cwd=root, check=True)
-    env = {
-        **os.environ,
-        "COPILOT_CLI_PATH": cli_path,
-        "LOPEN_PROVIDER__BASE_URL": server.url,
-        "LOPEN_MODELS__REQUIREMENT_GATHERING": "scripted-opus",
-    }
+    env = lopen_env(cli_path, server.url)
     done = subprocess.run(
         [sys.executable, "-m", "lopen", "run", "greet", "--prompt", "a greeting library"],
         cwd=root,
