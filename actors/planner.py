@@ -8,6 +8,7 @@ import pykka
 from actors.messages import Assessment, StepOutcome
 from events.fold import ModuleState
 from events.journal import Journal
+from lopen.text import plural
 from lopen.workflow.decide import assess
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.steps import Kind
@@ -36,6 +37,6 @@ class PlannerActor(pykka.ThreadingActor):
             n = len(tasks)
             left = sum(t.state != "complete" for t in tasks)
             done = f", {n - left} already complete" if left < n else ""
-            return StepOutcome(ok=True, detail=f"planned {selected.slug}: {n} task{'' if n == 1 else 's'}{done}")
+            return StepOutcome(ok=True, detail=f"planned {selected.slug}: {plural(n, 'task')}{done}")
 
         return self.journal.read(result)

@@ -19,6 +19,7 @@ import msgspec
 
 from lopen.errors import LopenError
 from lopen.scripted_model.playbook import Playbook, RequestView, Turn, Usage, load_playbook, message_text
+from lopen.text import plural
 
 log = logging.getLogger("lopen.scripted_model")
 
@@ -187,7 +188,7 @@ class ScriptedModelServer:
         warning = None
         if choice.overflow:
             warning = (
-                f"turn {request.turn} is past the end of rule {name!r} ({len(choice.rule.turns)} turns): "
+                f"turn {request.turn} is past the end of rule {name!r} ({plural(len(choice.rule.turns), 'turn')}): "
                 "replayed its last turn without tool calls"
             )
         kind: ResponseKind = turn.fault or "ok"

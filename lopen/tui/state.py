@@ -37,6 +37,7 @@ from events.projections.base import Table
 from events.projections.tokens import TokenTotals
 from events.recorded import Recorded
 from lopen.copilot import results as stream
+from lopen.text import plural
 from lopen.tui.contract import HeaderInfo
 
 ACTIVITY_LIMIT = 1000
@@ -318,11 +319,11 @@ class ScreenState:
                 add("notice", title=f"component {event.component} selected", detail=event.reason)
             case ev.ComponentsRecorded():
                 names = ", ".join(c.name for c in event.components)
-                add("notice", title=f"{len(event.components)} components recorded", detail=names)
+                add("notice", title=plural(len(event.components), "component") + " recorded", detail=names)
             case ev.TasksRecorded():
                 add(
                     "notice",
-                    title=f"{len(event.tasks)} tasks recorded for {event.component}",
+                    title=plural(len(event.tasks), "task") + f" recorded for {event.component}",
                     detail=", ".join(t.name for t in event.tasks),
                 )
             case ev.OracleVerdictRecorded():

@@ -31,6 +31,7 @@ from events.locks import module_lock
 from events.store import EventStore
 from lopen.errors import LopenError
 from lopen.git import Repository, Worktree
+from lopen.text import plural
 
 CATEGORY = "revert"
 _MAX_LISTED = 20
@@ -94,7 +95,7 @@ def revert_module(
         if not on_branch:
             raise LopenError(
                 f"no task-completion commit of {module} is on {branch} any more",
-                f"none of the {len(commits)} commits recorded for a task is an ancestor of {branch} "
+                f"none of the {plural(len(commits), 'commit')} recorded for a task is an ancestor of {branch} "
                 "(the branch was reset or rewritten)",
                 f"check `git log {branch}`; `lopen run {module}` re-opens the lost tasks and commits them again",
             )

@@ -23,6 +23,7 @@ from events.journal import Contradiction, Journal
 from lopen.copilot.tools import LopenTool, NoArguments
 from lopen.documents import tools as doc_tools
 from lopen.documents.paths import research_path
+from lopen.text import plural
 from lopen.workflow.oracle import Verdict
 from lopen.workflow.steps import STEP_NAMES, phase_of
 
@@ -211,7 +212,7 @@ class Toolbox:
     def record_dependencies(self, args: RecordDependenciesArgs) -> str:
         deps = tuple(ev.Dependency(name=d.name, kind=d.kind, reason=d.reason) for d in args.dependencies)
         self._record(ev.DependenciesRecorded(dependencies=deps, invocation_id=self.invocation_id))
-        return f"recorded {_count(len(deps), 'dependency', 'dependencies')}"
+        return f"recorded {plural(len(deps), 'dependency', 'dependencies')}"
 
     def record_components(self, args: RecordComponentsArgs) -> str:
         if not args.components:
@@ -394,7 +395,3 @@ def _spec(task_id: str, name: str, description: str, subtasks: list[str], accept
     return ev.TaskSpec(
         id=task_id, name=name, description=description, subtasks=tuple(subtasks), acceptance=tuple(acceptance)
     )
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"

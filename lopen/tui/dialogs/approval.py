@@ -10,6 +10,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, Static
 
+from lopen.text import plural
 from lopen.tui.contract import ApprovalRequest
 from lopen.tui.widgets import markdown_view
 
@@ -32,7 +33,8 @@ class ApprovalDialog(ModalScreen[bool]):
             gaps = self.request.gaps
             text = (
                 Content.assemble(
-                    (f"{len(gaps)} gap(s) in the spec pattern:", "bold $text-warning"), *[f"\n  {g}" for g in gaps]
+                    (f"{plural(len(gaps), 'gap')} in the spec pattern:", "bold $text-warning"),
+                    *[f"\n  {g}" for g in gaps],
                 )
                 if gaps
                 else Content.styled("The spec follows the pattern: no gaps.", "$text-success")
