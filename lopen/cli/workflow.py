@@ -94,6 +94,14 @@ def _start(
     require_ready(root)
     settings = _settings(root, model, max_iterations, unattended)
     drafting = not spec_path(root, module).is_file()
+    from lopen.tui.options import use_tui
+
+    tui = use_tui(headless=headless, setting=settings.display.tui)
+    if drafting and not prompt and tui:  # step 1 as a conversation in the TUI (the model asks, you answer)
+        for warning in preflight(settings, drafting=True):
+            typer.echo(f"warning: {warning}", err=True)
+        ensure_lopen_dir(root)
+        raise typer.Exit(_converse(root, module, settings))
     if drafting and not prompt:
         raise LopenError(
             f"module {module} has no specification",
@@ -115,9 +123,7 @@ def _start(
 
         code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
         _finish(code, session_id, detail)
-    from lopen.tui.options import use_tui
-
-    if use_tui(headless=headless, setting=settings.display.tui):
+    if tui:
         from lopen.app.tui_run import start_run_for
         from lopen.tui import run_tui
 
@@ -137,6 +143,18 @@ def _start(
         ask=None if headless or unattended or not sys.stdin.isatty() else _confirm,
     )
     _finish(code, session_id, detail)
+
+
+def _converse(root: Path, module: str, settings: object) -> int:
+    """Draft the module's spec with the person in the TUI, up to the approval gate."""
+    from lopen.app.drafting import draft_spec
+    from lopen.app.run_contract import RunOutcome
+    from lopen.tui import run_conversation
+
+    def draft(conversation):  # type: ignore[no-untyped-def]
+        return RunOutcome(*draft_spec(root, module, settings, conversation.say, "", conversation=conversation))  # type: ignore[arg-type]
+
+    return run_conversation(root, module, draft, settings=settings)  # type: ignore[arg-type]
 
 
 def _confirm(question: str) -> bool:

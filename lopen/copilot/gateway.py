@@ -254,14 +254,18 @@ class Gateway:
         request: InvocationRequest,
         tools: Sequence[LopenTool] = (),
         on_event: EventCallback | None = None,
+        *,
+        ask: Callable[[str], str] | None = None,
     ) -> InvocationResult:
-        """Run one fresh session to completion. Blocks the calling thread, never the loop."""
+        """Run one fresh session to completion. Blocks the calling thread, never the loop. ``ask`` answers
+        the CLI's own ``ask_user`` tool (a person at hand: it blocks until they answer); without it the
+        model is told no one can."""
         if self._closed or self._client is None:
             raise RuntimeError("the gateway is not running")
         if self._aborted:
             return _interrupted(request)
         try:
-            return self._run(self._tracked(self.invoke_async(request, tools, on_event)))
+            return self._run(self._tracked(self.invoke_async(request, tools, on_event, ask=ask)))
         except concurrent.futures.CancelledError:
             return _interrupted(request)
 
@@ -281,6 +285,8 @@ class Gateway:
         request: InvocationRequest,
         tools: Sequence[LopenTool] = (),
         on_event: EventCallback | None = None,
+        *,
+        ask: Callable[[str], str] | None = None,
     ) -> InvocationResult:
         emit = on_event or (lambda _event: None)
         started = time.monotonic()
@@ -290,7 +296,7 @@ class Gateway:
         for position, model in enumerate(chain):
             retries = 0
             while True:
-                last = await self._attempt(model, request, tools, emit, attempts)
+                last = await self._attempt(model, request, tools, emit, attempts, ask)
                 error = last.error
                 if error is None or error.kind in (ErrorKind.AUTH, ErrorKind.FATAL, ErrorKind.TIMEOUT):
                     return self._finish(last, attempts, started)
@@ -327,6 +333,7 @@ class Gateway:
         tools: Sequence[LopenTool],
         emit: EventCallback,
         attempts: list[Attempt],
+        ask: Callable[[str], str] | None = None,
     ) -> InvocationResult:
         from lopen.telemetry.context import attach_parent, detach_parent
 
@@ -337,6 +344,13 @@ class Gateway:
         if not request.builtin_tools:
             options["available_tools"] = [t.name for t in tools]  # nothing of the CLI's own
         on_permission, permission_asker = self._permission_handler(request, tools, emit)
+        if ask is not None:
+
+            async def answer(question: dict[str, Any], _invocation: dict[str, str]) -> dict[str, Any]:
+                text = await asyncio.to_thread(ask, str(question.get("question", "")))
+                return {"answer": text, "wasFreeform": True}
+
+            options["on_user_input_request"] = answer
         parent = attach_parent(request.traceparent)  # the CLI's spans go under Lopen's invocation span
         try:
             session = await self._client.create_session(

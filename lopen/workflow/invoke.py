@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -49,7 +49,7 @@ CONTEXT_KINDS: dict[Kind, ContextKind] = {
     Kind.ORACLE: "oracle",
 }
 
-GatewayInvoke = Callable[[InvocationRequest, Sequence[LopenTool], Callable[[StreamEvent], None]], InvocationResult]
+GatewayInvoke = Callable[..., InvocationResult]  # (request, tools, on_event, *, ask=None) — Gateway.invoke
 ToolsFor = Callable[[str, int, str, str], "ToolSource"]
 
 
@@ -122,6 +122,7 @@ class Invoker:
         notes: tuple[str, ...] = (),
         last_task_of_component: bool = False,
         budget_hint: str = "",
+        ask_user: Callable[[str], str] | None = None,
     ) -> Outcome:
         """Run one invocation. Its prompt carries the corrective instructions and the person's queued
         messages the history holds for the next invocation (each delivered once: recorded with this
@@ -182,7 +183,10 @@ class Invoker:
             return Outcome(ok=False, detail="interrupted", error_kind="interrupted", invocation_id=invocation_id)
         self.count += 1
         tools = toolbox.tools(names) if toolbox is not None else []
-        result = self.invoke_gateway(request, tools, self._streamer(invocation_id))
+        if ask_user is not None:  # the CLI's own ask_user tool reaches a person (step 1 in the TUI)
+            result = self.invoke_gateway(request, tools, self._streamer(invocation_id), ask=ask_user)
+        else:
+            result = self.invoke_gateway(request, tools, self._streamer(invocation_id))
         self._finish(invocation_id, result)
         return Outcome(
             ok=result.error is None,
