@@ -318,7 +318,7 @@ def _damaged(path: Path) -> bool:
     """Confirm a corruption report with SQLite's own check on a fresh connection before anything is moved
     aside: a file that passes it is never quarantined (the report was about this connection's view)."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as db:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=10)) as db:
             return db.execute("PRAGMA quick_check").fetchone() != ("ok",)
     except sqlite3.DatabaseError:
         return True

@@ -11,18 +11,13 @@ import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import lopen
 from lopen.app.engine import run_module
-from lopen.app.run_contract import RunCallbacks
 from lopen.config import Settings, load_settings
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook
 from lopen.workflow.approval import approve_spec
-
-if TYPE_CHECKING:
-    from lopen.app.tui_run import TuiRun
 
 PACKAGE = Path(lopen.__file__).parent
 EXAMPLE = PACKAGE / "examples" / "slugify"
@@ -71,31 +66,17 @@ def demo_settings(root: Path, url: str, extra: dict[str, object] | None = None):
     return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "lopen demo"))
 
 
-def _in_the_tui(root: Path, settings: Settings) -> tuple[int, str, str]:
-    from lopen.app.tui_run import start_run_for
-    from lopen.tui import run_tui
-
-    runs: list[TuiRun] = []
-
-    def start(callbacks: RunCallbacks) -> TuiRun:
-        runs.append(start_run_for(root, MODULE, settings, no_resume=not runs)(callbacks))
-        return runs[-1]
-
-    code = run_tui(root, MODULE, start, settings=settings, new_session=True)
-    session_id = runs[-1].session_id if runs else ""
-    return code, session_id, "the demo ran in the terminal UI" + (f" (exit code {code})" if code else "")
-
-
 def run_demo(
     directory: Path | None,
     say: Callable[[str], None],
     playbook: Path = PLAYBOOK,
     server: ScriptedModelServer | None = None,
     *,
-    tui: bool = False,
+    show: Callable[[Path, Settings], tuple[int, str, str]] | None = None,
 ) -> int:
     """Build the example in ``directory``; ``server`` lets a caller watch the scripted model's log;
-    ``tui`` shows the run in the terminal UI (``lopen demo`` in a terminal)."""
+    ``show(root, settings)``, when given, runs the module instead of ``run_module`` — the terminal UI
+    (``lopen demo`` in a terminal) — and returns (exit code, session id, detail)."""
     root = prepare_project(directory or Path(tempfile.mkdtemp(prefix="lopen-demo-")))
     say(f"Lopen demo — the example module `{MODULE}` in {root}")
     say(f"SCRIPTED MODEL: answers come from {playbook.name}, not from a real model. The Copilot CLI, git and")
@@ -106,8 +87,8 @@ def run_demo(
         with store:
             approve_spec(root, MODULE, store, project)
         say(f"✓ approved docs/requirements/{MODULE}/SPECIFICATION.md")
-        if tui:
-            code, session_id, detail = _in_the_tui(root, settings)
+        if show is not None:
+            code, session_id, detail = show(root, settings)
         else:
             code, session_id, detail = run_module(root, MODULE, settings, say, no_resume=True)
     say(("✓ " if code == 0 else "✗ ") + detail)

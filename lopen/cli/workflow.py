@@ -266,7 +266,24 @@ def demo(directory: Path | None = DEMO_DIR) -> None:
         tui = use_tui(setting=load_settings(None).display.tui)
     except LopenError:
         tui = use_tui()
-    raise typer.Exit(run_demo(directory, typer.echo, tui=tui))
+    raise typer.Exit(run_demo(directory, typer.echo, show=_demo_in_the_tui if tui else None))
+
+
+def _demo_in_the_tui(root: Path, settings: object) -> tuple[int, str, str]:
+    """The demo's run in the terminal UI: a new session, then `r` resumes it."""
+    from lopen.app.demo import MODULE
+    from lopen.app.tui_run import TuiRun, start_run_for
+    from lopen.tui import run_tui
+
+    runs: list[TuiRun] = []
+
+    def start(callbacks):  # type: ignore[no-untyped-def]
+        runs.append(start_run_for(root, MODULE, settings, no_resume=not runs)(callbacks))  # type: ignore[arg-type]
+        return runs[-1]
+
+    code = run_tui(root, MODULE, start, settings=settings, new_session=True)  # type: ignore[arg-type]
+    session_id = runs[-1].session_id if runs else ""
+    return code, session_id, "the demo ran in the terminal UI" + (f" (exit code {code})" if code else "")
 
 
 def resume_session(

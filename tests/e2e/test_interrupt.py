@@ -103,7 +103,7 @@ def interrupted_run(tmp_path, cli_path, scripted, request):
     root = approved_project(tmp_path)
     env = lopen_env(cli_path, server.url)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-    command = [a for a in LOPEN_RUN if a != "--headless"]
+    command = LOPEN_RUN  # the line output (--headless) in a real terminal; the TUI's Ctrl+C is its own test
     pane = Pane(f"lopen-{how}-{time.monotonic_ns()}", root, env, command, tmp_path)
     try:
         assert wait_for(lambda: server.uses("core-1-hangs") == 1 or pane.dead(), GUARD), pane.text()

@@ -110,7 +110,7 @@ def test_an_interactive_run_asks_at_the_budget_pause_and_goes_on_when_told(tmp_p
     """Without --headless and with a terminal, the pause is a question; "y" lets the run finish."""
     server = scripted(playbook())
     root = approved_project(tmp_path)
-    env = lopen_env(cli_path, server.url, BUDGET__TOKEN_BUDGET_PER_MODULE=str(BUDGET))
+    env = lopen_env(cli_path, server.url, BUDGET__TOKEN_BUDGET_PER_MODULE=str(BUDGET), DISPLAY__TUI="false")
     command = [arg for arg in LOPEN_RUN if arg != "--headless"]
     terminal, tty = os.openpty()  # Lopen gets the terminal's side; the test types on the other
     child = subprocess.Popen(command, cwd=root, env=env, stdin=tty, stdout=tty, stderr=tty)
