@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -124,13 +125,7 @@ def test_tui_and_headless_produce_the_same_event_stream(terminal, tmp_path: Path
     term.press("Enter")
     term.wait_for(lambda s: "session complete" in s, "the demo complete in the TUI")
     term.press("q")
-    # The same events, in the same order for each type. Across types the order may differ between any
-    # two runs: the Git actor commits on the bus while the invocation records its last events.
-    assert _by_type(_story(with_tui)) == _by_type(_story(headless))
-
-
-def _by_type(story: list[tuple[str, str]]) -> dict[str, list[str]]:
-    grouped: dict[str, list[str]] = {}
-    for name, detail in story:
-        grouped.setdefault(name, []).append(detail)
-    return grouped
+    # The same events. Their order may differ between any two runs, TUI or not: the Git actor commits
+    # on the bus while the invocation records its last events, and tool calls the model makes in one
+    # turn finish in any order.
+    assert Counter(_story(with_tui)) == Counter(_story(headless))
