@@ -49,13 +49,25 @@ def scaffold(module: str) -> str:
     return TEMPLATE.format(module=module, title=title, prefix=prefix)
 
 
-def init(module: str = typer.Argument(..., help="The new module's name, e.g. greet or token-service.")) -> None:
+def init(
+    module: str = typer.Argument(..., help="The new module's name, e.g. greet or token-service."),
+    prompt: str | None = typer.Option(
+        None, "--prompt", "-p", help="Have the model draft the specification from this instead (step 1)."
+    ),
+    headless: bool = typer.Option(False, "--headless", "-q", help="Plain line output; never wait for input."),
+) -> None:
     """Start a module: scaffold docs/requirements/<module>/SPECIFICATION.md and check that git is ready.
 
     The specification follows the pattern Lopen needs (docs/specifications.md); replace its
     [TODO: …] placeholders, then `lopen spec check <module>`, `lopen spec approve <module>` and
-    `lopen run <module>`. Exits 1 when git is not ready (each problem with its fix).
+    `lopen run <module>`. With --prompt the model drafts it instead (as `lopen spec draft`), then
+    stops at the human gate. Exits 1 when git is not ready (each problem with its fix).
     """
+    if prompt:
+        from lopen.cli.workflow import draft
+
+        draft(module, prompt=prompt, headless=headless, model=None)
+        return
     from pathlib import Path
 
     from lopen.cli.output import Console
