@@ -104,7 +104,7 @@ class GitActor(pykka.ThreadingActor):
         owed = {t.id for t in state.owed_commits()}
         if any(self.worktree.find_commit(t.tree, expected, f"Lopen-Task: {t.id}") for t in state.owed_commits()):
             return
-        repo = Repository(self.worktree.path)
+        repo = Repository(self.worktree.repo_root)  # the user's checkout: its git files are Lopen's to trust
         lost = [t for t in state.ordered_tasks() if (t.commit and not repo.is_ancestor(t.commit, tip)) or t.id in owed]
         events: list[ev.Event] = [
             ev.Reverted(from_sha=expected, to_sha=tip, reason=f"{self.worktree.branch} was moved outside Lopen")

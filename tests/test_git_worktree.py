@@ -280,3 +280,45 @@ def test_reset_to_makes_the_files_a_commit_keeping_ignored_ones(wt: Worktree) ->
     assert wt.dirty_files() == [] and wt.tree() == wt.tree_of(tip)
     assert not (wt.path / "new").exists() and not (wt.path / "untracked.py").exists()
     assert (wt.path / "debug.log").is_file()
+
+
+# -- a model that rewires the worktree's git files -----------------------------------------------
+
+
+def test_a_rewritten_commondir_never_makes_lopen_s_git_run_the_model_s_program(tmp_path: Path, wt: Worktree) -> None:
+    """The model can write the worktree's private git folder; a ``commondir`` pointing at a git folder
+    of its own, whose config names an fsmonitor and an external diff, must not run them."""
+    private = Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+    common = Path(git(wt.repo_root, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for name in ("objects", "refs", "info", "hooks", "logs"):
+        if (common / name).exists():
+            (evil / name).symlink_to(common / name)
+    marker = tmp_path / "RAN.txt"
+    program = evil / "x.sh"
+    write(program, f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    program.chmod(0o755)
+    write(
+        evil / "config",
+        f"[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {program}\n[diff]\n\texternal = {program}\n",
+    )
+    write(private / "commondir", f"{evil}\n")
+    write(wt.path / "app.py", "print('v2')\n")
+
+    tree = Worktree(wt.repo_root, wt.path, wt.branch).tree()
+    wt.diff(None, tree)
+    wt.dirty_files()
+
+    assert not marker.exists()
+
+
+def test_a_worktree_whose_git_pointer_was_redirected_is_moved_aside_and_made_again(wt: Worktree) -> None:
+    write(wt.path / ".git", "gitdir: /somewhere/else\n")
+    write(wt.path / "notes.txt", "the model's work, kept for inspection\n")
+
+    Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+
+    aside = [p for p in wt.path.parent.iterdir() if p.name.startswith(f"{wt.path.name}.broken-")]
+    assert len(aside) == 1 and (aside[0] / "notes.txt").is_file()
+    assert git(wt.path, "symbolic-ref", "HEAD") == wt.ref

@@ -192,6 +192,8 @@ def test_the_plan_for_a_linked_worktree(project, tmp_path):
     assert plan.read_only == (
         str(git_dir / "objects" / "pack"),
         str(git_dir / "objects" / "info"),
+        str(git_dir / "worktrees" / project.module / "commondir"),  # which repository this worktree is
+        str(git_dir / "worktrees" / project.module / "gitdir"),
         str(project.worktree / ".git"),
     )
     assert str(project.lopen) in plan.hidden

@@ -342,7 +342,9 @@ def _run(
         spec = spec_path(root, module).relative_to(root).as_posix()
         git = start(GitActor, journal, worktree, store, auto_commit=settings.git.auto_commit, spec=(root, spec))
         git.ensure(created).get()
-        collector = EvidenceCollector(journal, worktree, watcher, root, timeout=settings.copilot.invocation_timeout)
+        collector = EvidenceCollector(
+            journal, worktree, watcher, root, timeout=settings.copilot.invocation_timeout, confine=gateway.confined
+        )
         oracle_ref: list[pykka.ActorProxy] = []
 
         def verify(scope: str, target: str, notes: str, invocation_id: str) -> Verdict:

@@ -93,6 +93,7 @@ class Gateway:
         self._aborted = False
         self._inflight: set[asyncio.Task[Any]] = set()
         self.protection: Protection | None = None  # which sandbox confines the CLI, once started
+        self._plan: Any = None  # what the kernel sandbox allows (lopen.sandbox.kernel.Plan)
         self._temp_dir = ""  # the model's private temp folder
         self._own_temp = False
 
@@ -196,9 +197,26 @@ class Gateway:
             if folder:
                 os.makedirs(folder, exist_ok=True)
         confinement = kernel.plan(sandbox, temp_dir=self._temp_dir, copilot_home=self.config.copilot_home, byok=byok)
+        self._plan = confinement
         if self.protection.kind != "policy":
             kernel.unpack_cli(self.config.cli_path, self._process_env())
         return kernel.launch(self.protection, confinement, self.config.cli_path)
+
+    def confined(self, command: str) -> tuple[list[str], dict[str, str]]:
+        """``(argv, env)`` to run a shell ``command`` the way the model's own commands run: under the
+        same kernel sandbox and with an allowlisted environment holding no credential. For what Lopen
+        runs on the model's work (the spec's verify commands): that is code the model wrote."""
+        from lopen.sandbox import kernel
+        from lopen.sandbox.environment import cli_environment
+
+        env = cli_environment(os.environ, python_dir=str(Path(sys.executable).parent), temp_dir=self._temp_dir)
+        for name in ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_SDK_AUTH_TOKEN"):
+            env.pop(name, None)
+        argv = ["/bin/sh", "-c", command]
+        if self.protection is None or self._plan is None:
+            return argv, env
+        path, args = kernel.launch(self.protection, self._plan, argv[0])
+        return [path, *args, *argv[1:]] if path != argv[0] else argv, env
 
     def _process_env(self) -> dict[str, str]:
         """The CLI's environment: an allowlist of Lopen's (lopen.sandbox.environment), never all of it."""

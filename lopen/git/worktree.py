@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from lopen.git.repository import GitError, Repository, git
-from lopen.process import run
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -28,6 +28,10 @@ class Worktree:
     project's own ignore files — the caches a test run leaves (``__pycache__/``, ``.pytest_cache/``),
     so that running the tests never changes the tree that was verified."""
 
+    # Lopen's own git commands in the worktree never run a program the repository's files name: a
+    # model could otherwise plant one (core.fsmonitor, hooks) for Lopen to run outside the sandbox.
+    HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false")
+
     def __init__(self, repo_root: Path, path: Path, branch: str, ignore: tuple[str, ...] = ()) -> None:
         self.repo_root = repo_root
         self.path = path
@@ -35,9 +39,44 @@ class Worktree:
         self.ref = f"refs/heads/{branch}"
         self.ignore = ignore
         self._excludes: str | None = None
+        self._pins: dict[str, str] | None = None
 
     def _git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
-        return git(self.path, *args, check=check, env=env)
+        """git in the worktree, with its git folders pinned (``GIT_DIR``, ``GIT_COMMON_DIR``,
+        ``GIT_WORK_TREE``): what the worktree's own ``.git`` pointer and ``commondir`` file say — files
+        a model can write — never decide which repository, configuration or program Lopen uses."""
+        pinned = {**os.environ, **self._pinned(), **(env or {})}
+        return git(self.path, *self.HARDENED, *args, check=check, env=pinned)
+
+    def _pinned(self) -> dict[str, str]:
+        if self._pins is None:
+            common = self._common()
+            private = self._private(common) or common / "worktrees" / self.path.name
+            self._pins = {"GIT_DIR": str(private), "GIT_COMMON_DIR": str(common), "GIT_WORK_TREE": str(self.path)}
+        return self._pins
+
+    def _common(self) -> Path:
+        """The repository's git folder, as the user's checkout (not the worktree) says."""
+        return Path(git(self.repo_root, "rev-parse", "--path-format=absolute", "--git-common-dir")).resolve()
+
+    def _private(self, common: Path) -> Path | None:
+        """The worktree's own git folder when every file agrees: its ``.git`` pointer names a folder under
+        ``<common>/worktrees/``, whose ``gitdir`` points back here and whose ``commondir`` leads to
+        ``common``. None otherwise (a model rewrote one of them, or the worktree is gone)."""
+        try:
+            pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
+            if not pointer.startswith("gitdir: "):
+                return None
+            private = Path(pointer.removeprefix("gitdir: ")).resolve()
+            if private.parent != common / "worktrees":
+                return None
+            back = Path((private / "gitdir").read_text(encoding="utf-8").strip()).resolve()
+            leads = (private / (private / "commondir").read_text(encoding="utf-8").strip()).resolve()
+        except OSError:
+            return None
+        if back != (self.path / ".git").resolve() or leads != common:
+            return None
+        return private
 
     # -- making it ------------------------------------------------------------------------------
 
@@ -65,6 +104,8 @@ class Worktree:
             )
         if self._is_worktree():
             return False, base
+        if self.path.exists():
+            self._move_aside()
         git(self.repo_root, "worktree", "prune")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._exclude_from_checkout()
@@ -86,11 +127,19 @@ class Worktree:
             self.repo_root, f"/{relative.parent.as_posix()}/" if relative.parent.parts else f"/{relative}/"
         )
 
+    def _move_aside(self) -> None:
+        """A worktree folder git no longer knows as this branch's worktree (damaged, or its git pointer
+        changed): kept for inspection under ``<folder>.broken-<time>``, never deleted; a fresh one follows."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        self.path.rename(self.path.with_name(f"{self.path.name}.broken-{stamp}"))
+
     def _is_worktree(self) -> bool:
-        if not (self.path / ".git").is_file():
+        """A worktree of this repository whose git files all agree (read, never run: see ``_private``)."""
+        private = self._private(self._common())
+        if private is None:
             return False
-        done = run(["git", "rev-parse", "--show-toplevel"], self.path)
-        return done.returncode == 0 and Path(done.stdout.strip()).resolve() == self.path.resolve()
+        self._pins = None  # pinned afresh on the next command
+        return True
 
     # -- reading it -----------------------------------------------------------------------------
 
@@ -125,7 +174,7 @@ class Worktree:
     def _excludes_file(self) -> str:
         """The user's global excludes file (git's ``core.excludesFile``) plus ``ignore``, as one file."""
         if self._excludes is None:
-            configured = git(self.path, "config", "--path", "core.excludesFile", check=False)
+            configured = git(self.repo_root, "config", "--path", "core.excludesFile", check=False)
             home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
             user = Path(configured) if configured else home / "git" / "ignore"
             try:
@@ -143,13 +192,13 @@ class Worktree:
         return self._git("rev-parse", f"{commit}^{{tree}}")
 
     def diff(self, base: str | None, tree: str, max_chars: int = 60_000) -> str:
-        text = self._git("diff", "--no-color", base or EMPTY_TREE, tree)
+        text = self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
         if len(text) > max_chars:
             return text[:max_chars] + f"\n… diff cut at {max_chars} characters"
         return text
 
     def changed_files(self, base: str | None, tree: str) -> list[str]:
-        out = self._git("diff", "--name-only", base or EMPTY_TREE, tree)
+        out = self._git("diff", "--name-only", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
         return [line for line in out.splitlines() if line]
 
     def dirty_files(self) -> list[str]:
@@ -181,7 +230,7 @@ class Worktree:
         try:
             if parent:
                 self._git("read-tree", parent, env=env)
-            blob = run(["git", "hash-object", "-w", "--stdin"], self.path, input=content.decode()).stdout.strip()
+            blob = self._git_bytes("hash-object", "-w", "--stdin", input=content).decode().strip()
             self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{relative}", env=env)
             tree = self._git("write-tree", env=env)
         finally:
@@ -197,15 +246,25 @@ class Worktree:
 
     def show(self, commit: str, relative: str) -> bytes | None:
         """The bytes of ``relative`` in ``commit``, or None when it has no such file."""
-        done = run(["git", "cat-file", "-e", f"{commit}:{relative}"], self.path)
-        if done.returncode != 0:
+        try:
+            return self._git_bytes("cat-file", "blob", f"{commit}:{relative}")
+        except GitError:
             return None
-        return self._git_bytes("cat-file", "blob", f"{commit}:{relative}")
 
-    def _git_bytes(self, *args: str) -> bytes:
+    def _git_bytes(self, *args: str, input: bytes | None = None) -> bytes:
+        """Like ``_git`` (pinned, hardened) for bytes in and out."""
         import subprocess
 
-        return subprocess.run(["git", *args], cwd=self.path, capture_output=True, check=True).stdout
+        env = {**os.environ, **self._pinned()}
+        done = subprocess.run(
+            ["git", *self.HARDENED, *args], cwd=self.path, input=input, capture_output=True, env=env, timeout=120
+        )
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip()
+            raise GitError(
+                f"git {' '.join(args)} failed in {self.path}", said or f"exit {done.returncode}", "check the repository"
+            )
+        return done.stdout
 
     def find_commit(self, tree: str, since: str, trailer: str) -> str | None:
         """A commit on the branch after ``since`` with ``tree`` and a message containing ``trailer``: the

@@ -162,6 +162,12 @@ def plan(config: SandboxConfig, *, temp_dir: str, copilot_home: str, byok: bool,
             objects = os.path.join(common, "objects")
             writable += [private, objects]
             read_only += [os.path.join(objects, "pack"), os.path.join(objects, "info")]
+            # the files that say which repository and configuration this worktree is: kept as git made them
+            read_only += [
+                p
+                for name in ("commondir", "gitdir", "config.worktree")
+                if os.path.isfile(p := os.path.join(private, name))
+            ]
         read_only.append(os.path.join(worktree, ".git"))
     writable = [w for w in dict.fromkeys(writable) if w]
     hidden = paths.lopen_paths(config) + paths.secret_paths(home, include_cli_credentials=byok)

@@ -18,7 +18,7 @@ from events.fold import ModuleState, evidence_key, scope_key
 from events.journal import Journal
 from lopen.documents import acceptance_criteria, load_spec, skills_and_hooks
 from lopen.git import Worktree
-from lopen.workflow.oracle import CommandResult, Evidence, run_command
+from lopen.workflow.oracle import CommandResult, Confine, Evidence, run_command
 from lopen.workflow.spec_watch import SpecWatcher
 
 VERIFY_TESTS = "verify-tests"
@@ -39,7 +39,13 @@ def test_runner(command: str) -> str:
 
 class EvidenceCollector:
     def __init__(
-        self, journal: Journal, worktree: Worktree, watcher: SpecWatcher, root: Path, timeout: float = 900
+        self,
+        journal: Journal,
+        worktree: Worktree,
+        watcher: SpecWatcher,
+        root: Path,
+        timeout: float = 900,
+        confine: Confine | None = None,
     ) -> None:
         self.journal = journal
         self.worktree = worktree
@@ -47,6 +53,7 @@ class EvidenceCollector:
         self.root = root  # the user's checkout: the approved spec
         self.module = journal.module
         self.timeout = timeout
+        self.confine = confine  # the model's sandbox for the verify commands: they run the model's code
 
     def untested(self, invocation_id: str) -> str:
         """B4: the spec's test command when the invocation never ran it, else ""."""
@@ -107,7 +114,7 @@ class EvidenceCollector:
                 name=name, command=command, exit_code=known.exit_code, output_tail=known.output_tail, duration=0.0
             )
         else:
-            result = run_command(name, command, self.worktree.path, timeout=self.timeout)
+            result = run_command(name, command, self.worktree.path, timeout=self.timeout, confine=self.confine)
         self.journal.record(
             ev.VerificationEvidenceRecorded(
                 scope=scope,  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -69,14 +70,25 @@ class Evidence(msgspec.Struct, frozen=True):
     problems: list[str] = []  # what fails the verdict whatever the oracle says (e.g. the spec was edited)
 
 
-def run_command(name: str, command: str, root: Path, timeout: float = 900) -> CommandResult:
-    """Run a spec hook command in ``root`` (the worktree), with Lopen's Python first on PATH; the
-    command never outlives Lopen and never reads the user's terminal."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+Confine = Callable[[str], tuple[list[str], dict[str, str]]]  # shell command → (argv, env)
+
+
+def run_command(
+    name: str, command: str, root: Path, timeout: float = 900, confine: Confine | None = None
+) -> CommandResult:
+    """Run a spec hook command in ``root`` (the worktree); the command never outlives Lopen and never
+    reads the user's terminal. It runs the model's code: ``confine`` (``Gateway.confined``) gives it the
+    model's own sandbox and an environment without credentials. Without it (tests), Lopen's Python
+    comes first on PATH."""
+    if confine is not None:
+        argv, env = confine(command)
+    else:
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        argv = ["/bin/sh", "-c", command]
     started = time.monotonic()
     try:
-        done = run(command, root, shell=True, timeout=timeout, env=env)
+        done = run(argv, root, timeout=timeout, env=env)
         output, code = (done.stdout + done.stderr), done.returncode
     except subprocess.TimeoutExpired as exc:
         output, code = f"timed out after {timeout:.0f} s: {exc}", 124

@@ -168,6 +168,15 @@ def test_a_hostile_model_changes_nothing_outside_its_worktree_and_sees_no_secret
             assert shell[command].allowed and shell[command].reason == f"confined by the kernel sandbox ({mode})"
     assert all(d.agent_id == "" for d in decisions)
 
+    # the spec's verify commands run the model's code (its tests, its conftest.py): the same confinement
+    from lopen.workflow.oracle import run_command
+
+    verify = f'echo "TOKEN=[$GITHUB_TOKEN]"; echo pwned > {project.outside}/by-verify.txt; cat ~/.ssh/id_ed25519'
+    checked = run_command("verify-tests", verify, project.worktree, timeout=60, confine=gateway.confined)
+    assert "TOKEN=[]" in checked.output_tail  # never a credential, whatever the protection
+    if mode != "policy":  # under a kernel sandbox: nothing outside written, nothing secret read
+        assert list(project.outside.iterdir()) == [] and SENTINEL not in checked.output_tail
+
     # the 12-character token is known to redaction now, so no event or log can store it
     assert redact_text(f"echo {TOKEN}") == f"echo {REDACTED}"
 
