@@ -40,7 +40,8 @@ class Terminal:
         env["TERM"] = "xterm-256color"
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(cwd), command],
-            check=True, env=env,
+            check=True,
+            env=env,
         )
 
     def screen(self) -> str:
@@ -88,8 +89,10 @@ def test_the_demo_in_a_terminal_shows_the_run_and_ctrl_p_pauses_it(terminal, tmp
     demo = tmp_path / "demo"
     term = terminal(f"{LOPEN} demo --dir {demo}", tmp_path)
     term.press("Enter")  # past the landing screen
-    screen = term.wait_for(lambda s: "Plan" in s and "core" in s and ("✓ bash" in s or "✓ create" in s),
-                           "the task tree and a finished tool-call line")
+    screen = term.wait_for(
+        lambda s: "Plan" in s and "core" in s and ("✓ bash" in s or "✓ create" in s),
+        "the task tree and a finished tool-call line",
+    )
     assert "Step" in screen and "Activity" in screen
     term.press("C-p")
     term.wait_for(lambda s: "paused" in s.lower(), "the run paused")
@@ -117,8 +120,9 @@ def _story(root: Path) -> list[tuple[str, str]]:
 
 def test_tui_and_headless_produce_the_same_event_stream(terminal, tmp_path: Path) -> None:
     headless = tmp_path / "headless"
-    done = subprocess.run([LOPEN, "demo", "--dir", str(headless)], capture_output=True, text=True, check=False,
-                          stdin=subprocess.DEVNULL)  # not a terminal: the line output
+    done = subprocess.run(
+        [LOPEN, "demo", "--dir", str(headless)], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+    )  # not a terminal: the line output
     assert done.returncode == 0, done.stderr
     with_tui = tmp_path / "tui"
     term = terminal(f"{LOPEN} demo --dir {with_tui}; sleep 600", tmp_path)
