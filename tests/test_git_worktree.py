@@ -123,6 +123,20 @@ def test_a_worktree_folder_outside_lopen_dir_stays_out_of_the_user_s_status(repo
     assert user.untouched()
 
 
+def test_only_the_module_s_own_folder_is_hidden_from_git_never_the_user_s_folder_around_it(repo: Path) -> None:
+    """git.worktree_dir = docs: the worktree is docs/<module>; the user's other docs stay visible to git."""
+    Worktree(repo, repo / "docs" / MODULE, f"lopen/{MODULE}").ensure()
+    write(repo / "docs" / "design.md", "my design\n")
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == "?? docs/design.md"
+
+
+def test_a_folder_of_the_user_s_where_the_worktree_would_go_is_refused_and_left_alone(repo: Path) -> None:
+    write(repo / "src" / MODULE / "code.py", "mine\n")
+    with pytest.raises(GitError, match="is not a worktree Lopen made"):
+        Worktree(repo, repo / "src" / MODULE, f"lopen/{MODULE}").ensure()
+    assert (repo / "src" / MODULE / "code.py").read_text(encoding="utf-8") == "mine\n"
+
+
 # -- reading it ----------------------------------------------------------------------------------
 
 

@@ -80,8 +80,8 @@ class Git(_Section):
         str,
         _doc(
             "Folder (relative to the project) holding the worktree each module is built in, as <folder>/<module>.",
-            pattern=r"^[^/\s][^\s]*$",
-            allowed="a relative path without spaces",
+            pattern=r"^(?!(.*/)?\.\.(/|$))(?!docs/requirements(/|$))[^/\s][^\s]*$",
+            allowed="a relative path inside the project, without spaces or `..`, not under docs/requirements",
         ),
     ] = ".lopen/worktrees"
     ignore: Annotated[

@@ -105,6 +105,13 @@ class Worktree:
         if self._is_worktree():
             return False, base
         if self.path.exists():
+            if not (self.path / ".git").exists():
+                raise GitError(
+                    f"{self.path} exists and is not a worktree Lopen made",
+                    "Lopen builds each module in its own worktree, <git.worktree_dir>/<module>, and never "
+                    "touches a folder of yours",
+                    "set git.worktree_dir to another folder (`lopen config set git.worktree_dir .lopen/worktrees`)",
+                )
             self._move_aside()
         git(self.repo_root, "worktree", "prune")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,9 +130,7 @@ class Worktree:
             relative = self.path.resolve().relative_to(self.repo_root.resolve())
         except ValueError:
             return  # outside the checkout: nothing to hide
-        exclude_from_git(
-            self.repo_root, f"/{relative.parent.as_posix()}/" if relative.parent.parts else f"/{relative}/"
-        )
+        exclude_from_git(self.repo_root, f"/{relative.as_posix()}/")  # this folder only, never its parent
 
     def _move_aside(self) -> None:
         """A worktree folder git no longer knows as this branch's worktree (damaged, or its git pointer
