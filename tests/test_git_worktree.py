@@ -336,3 +336,20 @@ def test_a_worktree_whose_git_pointer_was_redirected_is_moved_aside_and_made_aga
     aside = [p for p in wt.path.parent.iterdir() if p.name.startswith(f"{wt.path.name}.broken-")]
     assert len(aside) == 1 and (aside[0] / "notes.txt").is_file()
     assert git(wt.path, "symbolic-ref", "HEAD") == wt.ref
+
+
+def test_files_over_the_size_limit_stay_out_of_the_tree_and_are_named(repo: Path, wt: Worktree) -> None:
+    """A model's 600 MB download is never hashed into the repository or committed (git.max_file_mb)."""
+    limited = Worktree(repo, wt.path, wt.branch, max_file_bytes=1000)
+    (wt.path / "big.bin").write_bytes(b"x" * 2000)
+    (wt.path / "data").mkdir()
+    (wt.path / "data" / "also big.bin").write_bytes(b"y" * 1001)
+    write(wt.path / "small.txt", "fits\n")
+    write(wt.path / "app.py", "print('v2')\n" + "#" * 2000)  # a tracked file grown past the limit keeps its tip
+
+    files = files_of(wt.path, limited.tree())
+
+    assert "small.txt" in files and "big.bin" not in files and "data/also big.bin" not in files
+    assert files["app.py"] == "print('v1')"  # (stripped)
+    assert sorted(limited.left_out) == [("app.py", 2012), ("big.bin", 2000), ("data/also big.bin", 1001)]
+    assert "big.bin" not in limited.dirty_files()

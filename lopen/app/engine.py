@@ -112,7 +112,11 @@ def keep_plan_file(root: Path, journal: Journal) -> None:
 
 def worktree_for(root: Path, module: str, settings: Settings) -> Worktree:
     return Worktree(
-        root, (root / settings.git.worktree_dir / module).resolve(), f"lopen/{module}", ignore=settings.git.ignore
+        root,
+        (root / settings.git.worktree_dir / module).resolve(),
+        f"lopen/{module}",
+        ignore=settings.git.ignore,
+        max_file_bytes=settings.git.max_file_mb * 1024 * 1024,
     )
 
 

@@ -103,6 +103,13 @@ class Git(_Section):
         "node_modules/",
         ".DS_Store",
     )
+    max_file_mb: Annotated[
+        Count,
+        _doc(
+            "Files larger than this many MB (new or changed by the model) stay out of verified trees and commits; "
+            "0: no limit."
+        ),
+    ] = 50
     convention: Annotated[Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")] = (
         "conventional"
     )

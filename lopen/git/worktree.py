@@ -32,9 +32,13 @@ class Worktree:
     # model could otherwise plant one (core.fsmonitor, hooks) for Lopen to run outside the sandbox.
     HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false")
 
-    def __init__(self, repo_root: Path, path: Path, branch: str, ignore: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, repo_root: Path, path: Path, branch: str, ignore: tuple[str, ...] = (), max_file_bytes: int = 0
+    ) -> None:
         self.repo_root = repo_root
         self.path = path
+        self.max_file_bytes = max_file_bytes  # files larger than this stay out of every tree; 0: no limit
+        self.left_out: list[tuple[str, int]] = []  # (path, bytes) the last tree() left out for their size
         self.branch = branch
         self.ref = f"refs/heads/{branch}"
         self.ignore = ignore
@@ -164,17 +168,34 @@ class Worktree:
         fd, index = tempfile.mkstemp(prefix="lopen-index-")
         os.close(fd)
         os.unlink(index)  # git wants to create it
-        env = {**os.environ, "GIT_INDEX_FILE": index}
+        env = {"GIT_INDEX_FILE": index}  # on top of the pinned environment
+        excludes = ("-c", f"core.excludesFile={self._excludes_file()}")
         try:
             tip = self.tip()
             if tip:
                 self._git("read-tree", tip, env=env)
-            self._git("-c", f"core.excludesFile={self._excludes_file()}", "add", "-A", ".", env=env)
+            self.left_out = self._oversized(excludes, env) if self.max_file_bytes else []
+            skip = [f":(exclude,literal){relative}" for relative, _size in self.left_out]
+            self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
             return self._git("write-tree", env=env)
         finally:
             for leftover in (index, f"{index}.lock"):
                 if os.path.exists(leftover):
                     os.unlink(leftover)
+
+    def _oversized(self, excludes: tuple[str, ...], env: dict[str, str]) -> list[tuple[str, int]]:
+        """The new or changed files (against the private index: the tip) larger than ``max_file_bytes``:
+        a model's 600 MB download is never hashed into the repository, committed, or diffed."""
+        listed = self._git_bytes(*excludes, "ls-files", "-z", "--others", "--modified", "--exclude-standard", env=env)
+        found = []
+        for name in dict.fromkeys(listed.decode("utf-8", "surrogateescape").split("\0")):
+            try:
+                size = (self.path / name).lstat().st_size if name else 0
+            except OSError:
+                continue  # deleted: git records that
+            if size > self.max_file_bytes:
+                found.append((name, size))
+        return found
 
     def _excludes_file(self) -> str:
         """The user's global excludes file (git's ``core.excludesFile``) plus ``ignore``, as one file."""
@@ -231,7 +252,7 @@ class Worktree:
         fd, index = tempfile.mkstemp(prefix="lopen-index-")
         os.close(fd)
         os.unlink(index)
-        env = {**os.environ, "GIT_INDEX_FILE": index}
+        env = {"GIT_INDEX_FILE": index}  # on top of the pinned environment
         try:
             if parent:
                 self._git("read-tree", parent, env=env)
@@ -256,11 +277,11 @@ class Worktree:
         except GitError:
             return None
 
-    def _git_bytes(self, *args: str, input: bytes | None = None) -> bytes:
+    def _git_bytes(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
         """Like ``_git`` (pinned, hardened) for bytes in and out."""
         import subprocess
 
-        env = {**os.environ, **self._pinned()}
+        env = {**os.environ, **self._pinned(), **(env or {})}
         done = subprocess.run(
             ["git", *self.HARDENED, *args], cwd=self.path, input=input, capture_output=True, env=env, timeout=120
         )

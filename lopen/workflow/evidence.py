@@ -103,6 +103,7 @@ class EvidenceCollector:
             tree=tree,
             base=base,
             problems=[edited] if edited else [],
+            left_out=[f"{path} ({size / 1048576:.0f} MB)" for path, size in self.worktree.left_out],
         )
 
     def _run(

@@ -68,6 +68,7 @@ class Evidence(msgspec.Struct, frozen=True):
     tree: str = ""  # the git tree judged
     base: str = ""  # the scope's base commit the diff starts from
     problems: list[str] = []  # what fails the verdict whatever the oracle says (e.g. the spec was edited)
+    left_out: list[str] = []  # files the tree leaves out for their size (git.max_file_mb), as "path (N MB)"
 
 
 Confine = Callable[[str], tuple[list[str], dict[str, str]]]  # shell command → (argv, env)
@@ -112,6 +113,9 @@ def prompt(evidence: Evidence, step: int = 6) -> str:
     )
     acceptance = "\n".join(f"- {item}" for item in evidence.acceptance) or "(none recorded)"
     files = "\n".join(f"- {f}" for f in evidence.changed_files) or "(none)"
+    files += "".join(
+        f"\n- {f}: too large, left out of the tree and the commit (git.max_file_mb)" for f in evidence.left_out
+    )
     return (
         f"{header}\n\nYou are a strict reviewer. Decide whether the {evidence.scope} `{evidence.target}` of module "
         f"`{evidence.module}` is really complete: every acceptance item is met by the change, the tests pass "

@@ -42,7 +42,7 @@ def test_a_duplicate_event_is_folded_once() -> None:
     recs = records(plan_events())
     state.apply_all(recs)
     assert not state.apply(recs[2])
-    assert len([e for e in state.entries() if "components recorded" in e.title]) == 1
+    assert len([e for e in state.entries() if e.title == "1 component recorded"]) == 1
 
 
 def test_token_totals_match_the_tokens_projection(store: EventStore) -> None:
