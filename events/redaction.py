@@ -36,7 +36,7 @@ _VALUE = re.compile(
 _BEARER = re.compile(r"\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 _ASSIGNMENT = re.compile(
     r"((?:api[_-]?key|access[_-]?key|secret|password|passwd|token)(?:_[A-Za-z]+)*[\"']?\s*[=:]\s*[\"']?)"
-    r"(?!\[REDACTED\])([^\s\"'&,;]{4,})",
+    r"(?!\[REDACTED\])(?!\$)([^\s\"'&,;]{4,})",  # a $VARIABLE names a secret, it is not one
     re.IGNORECASE,
 )
 _SECRET_KEY = re.compile(

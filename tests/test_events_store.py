@@ -801,6 +801,12 @@ def test_stream_ids_name_a_project_and_a_module() -> None:
         ("used 1200 input tokens; max_tokens=4096", "used 1200 input tokens; max_tokens=4096"),
         ("tests/test_tokens.py passed; ask-me-later", "tests/test_tokens.py passed; ask-me-later"),
         ("## Password Hashing\n## Token Issuing", "## Password Hashing\n## Token Issuing"),
+        # a command naming a variable shows what it does: the variable's value is what is secret
+        (
+            'curl -H "token: $GITHUB_TOKEN" x; TOKEN=${API_TOKEN}',
+            'curl -H "token: $GITHUB_TOKEN" x; TOKEN=${API_TOKEN}',
+        ),
+        ("PASSWORD=$(cat pw.txt)", "PASSWORD=$(cat pw.txt)"),
     ],
 )
 def test_redact_text(text: str, expected: str) -> None:
