@@ -59,6 +59,9 @@ def test_rewriting_a_topic_replaces_it_and_keeps_the_users_index_text(tmp_path: 
         ("..", "x", "contains a path"),
         ("au th", "x", "not valid"),
         ("", "x", "not valid"),
+        ("auth.lock", "x", "names the git branch"),  # git refuses such branch names
+        ("auth.", "x", "names the git branch"),
+        ("a..b", "x", "names the git branch"),
     ],
 )
 def test_path_escapes_are_refused(tmp_path: Path, module: str, topic: str, message: str) -> None:

@@ -14,7 +14,8 @@ from lopen.documents.errors import DocumentError
 REQUIREMENTS_DIR = Path("docs") / "requirements"
 SPEC_FILE = "SPECIFICATION.md"
 RESEARCH_INDEX = "RESEARCH.md"
-_MODULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# also a git branch name (lopen/<module>): no "..", no trailing "." or ".lock"
+_MODULE = re.compile(r"^(?!.*\.\.)(?!.*\.lock$)[A-Za-z0-9][A-Za-z0-9._-]{0,99}(?<!\.)$", re.IGNORECASE)
 _MAX_TOPIC_SLUG = 80
 
 
@@ -32,8 +33,9 @@ def validate_module(module: str) -> str:
     _refuse_escapes("module name", module)
     if not _MODULE.match(module):
         raise DocumentError(
-            f"module name {module!r} is not valid; use letters, digits, '.', '_' and '-' "
-            "(starting with a letter or digit), e.g. 'auth' or 'token-service'"
+            f"module name {module!r} is not valid (it also names the git branch lopen/<module>); use letters, "
+            "digits, '.', '_' and '-', starting with a letter or digit and not ending in '.' or '.lock', "
+            "e.g. 'auth' or 'token-service'"
         )
     return module
 
