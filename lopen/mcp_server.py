@@ -350,9 +350,18 @@ class Operations:
 
         if not text.strip():
             raise LopenError("the message is empty", "there would be nothing to deliver", "give the message's text")
+        from lopen.documents.paths import spec_path
+
         message_id = str(uuid.uuid4())
         with self.store() as (store, _):
-            session = self._state(store, module).unfinished_session() or ""
+            state = self._state(store, module)
+            if store.projections.plan.get(module) is None and not spec_path(self.root, module).is_file():
+                raise LopenError(
+                    f"there is no module {module}",
+                    f"it has neither a specification (docs/requirements/{module}/SPECIFICATION.md) nor a history",
+                    "list the modules with list_modules",
+                )
+            session = state.unfinished_session() or ""
             self._append(
                 store,
                 module,

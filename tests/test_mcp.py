@@ -229,6 +229,7 @@ def test_control_actions_are_recorded_with_the_caller(steered: Path) -> None:
             assert "no running session" in await error_of(client, "pause_run", module="slugify")
 
             queued = await call(client, "queue_message", module="greet", text="use the separator as given")
+            assert "there is no module greeet" in await error_of(client, "queue_message", module="greeet", text="x")
             approved = await call(client, "approve_spec", module="slugify")
             assert approved["spec_hash"] and approved["approver"]
             state = await call(client, "module_state", module="greet")
