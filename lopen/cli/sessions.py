@@ -211,11 +211,44 @@ def replay(
         records = rp.select(
             rp.session_records(store, views.project, session.id, selection.first_seq, selection.last_seq), selection
         )
+        shown = [0]
+
+        def counted(recs):
+            for rec in recs:
+                shown[0] += 1
+                yield rec
+
         if as_json:
-            _write(rp.json_line(rec) for rec in records)
-            return
-        view = rp.TextView(**_view_options(width, full), tree=tree, seq_width=len(str(session.last_seq)))
-        _write(_lines(view, records))
+            _write(rp.json_line(rec) for rec in counted(records))
+        else:
+            view = rp.TextView(**_view_options(width, full), tree=tree, seq_width=len(str(session.last_seq)))
+            _write(_lines(view, counted(records)))
+        if not shown[0]:
+            flags = [
+                f"{flag} {value}"
+                for flag, value in (
+                    ("--task", task),
+                    ("--invocation", invocation),
+                    ("--since", since),
+                    ("--until", until),
+                )
+                if value
+            ] + [f"--type {t}" for t in types or []]
+            print(
+                f"no event of session {session.id} matches {' '.join(flags)}"
+                + (
+                    f" (its tasks: {', '.join(session_tasks)})"
+                    if task and (session_tasks := _tasks_of(views, session))
+                    else ""
+                ),
+                file=sys.stderr,
+            )
+
+
+def _tasks_of(views, session) -> list[str]:
+    """The module's task ids, for a --task that matched nothing."""
+    state = views.plan.get(session.module)
+    return sorted(state.tasks) if state else []
 
 
 def _lines(view, records) -> Iterator[bytes]:
