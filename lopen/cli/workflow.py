@@ -255,7 +255,7 @@ def build(
     )
 
 
-def demo(directory: Path | None = DEMO_DIR) -> None:
+def demo(directory: Path | None = DEMO_DIR, headless: bool = HEADLESS) -> None:
     """Build the bundled example module offline, against the bundled SCRIPTED model, through the real CLI."""
     from lopen.app.demo import run_demo
     from lopen.config import load_settings
@@ -263,9 +263,9 @@ def demo(directory: Path | None = DEMO_DIR) -> None:
     from lopen.tui.options import use_tui
 
     try:
-        tui = use_tui(setting=load_settings(None).display.tui)
+        tui = use_tui(headless=headless, setting=load_settings(None).display.tui)
     except LopenError:
-        tui = use_tui()
+        tui = use_tui(headless=headless)
     raise typer.Exit(run_demo(directory, typer.echo, show=_demo_in_the_tui if tui else None))
 
 
