@@ -62,6 +62,11 @@ class EventRecorder(Protocol):
         ...
 
 
+def prefix_end(prefix: str) -> str:
+    """The least string after every string that starts with ``prefix`` (binary order): a range scan's end."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else "\U0010ffff"
+
+
 class ViewRecorder(Protocol):
     """Projection rows and their tracking positions."""
 
@@ -70,6 +75,10 @@ class ViewRecorder(Protocol):
     def load(self, projection: str, key: str) -> tuple[bytes | None, int]: ...
 
     def load_all(self, projection: str) -> list[tuple[str, bytes]]: ...
+
+    def load_prefix(self, projection: str, prefix: str) -> list[tuple[str, bytes]]:
+        """The rows whose key starts with ``prefix``, in key order (one query, on the primary key)."""
+        ...
 
     def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:
         """Upsert rows and advance tracking in one transaction; ``Stale`` if someone is ahead."""
@@ -257,6 +266,14 @@ class SQLiteViewRecorder(SQLiteTrackingRecorder):
     def load_all(self, projection: str) -> list[tuple[str, bytes]]:
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT key, value FROM projection_rows WHERE projection=? ORDER BY key", (projection,))
+            return [(k, v) for k, v in c.fetchall()]
+
+    def load_prefix(self, projection: str, prefix: str) -> list[tuple[str, bytes]]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT key, value FROM projection_rows WHERE projection=? AND key>=? AND key<? ORDER BY key",
+                (projection, prefix, prefix_end(prefix)),
+            )
             return [(k, v) for k, v in c.fetchall()]
 
     def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:

@@ -134,6 +134,14 @@ class PgViewRecorder(PostgresTrackingRecorder):
             c.execute(statement, (projection,))
             return [(r["key"], bytes(r["value"])) for r in c.fetchall()]
 
+    def load_prefix(self, projection: str, prefix: str) -> list[tuple[str, bytes]]:
+        statement = SQL(
+            "SELECT key, value FROM {0}.{1} WHERE projection = %s AND starts_with(key, %s) ORDER BY key"
+        ).format(*self.rows)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (projection, prefix))
+            return [(r["key"], bytes(r["value"])) for r in c.fetchall()]
+
     def save(self, rows: Sequence[Row], trackings: Sequence[Tracking]) -> None:
         upsert = SQL(
             "INSERT INTO {0}.{1} VALUES (%s, %s, %s) ON CONFLICT (projection, key) DO UPDATE SET value = EXCLUDED.value"

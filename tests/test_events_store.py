@@ -657,6 +657,10 @@ class StoreContract(BackendFixtures):
         alpha_tokens, beta_tokens = views["beta"].tokens.module("auth", "alpha"), views["beta"].tokens.module("auth")
         assert alpha_tokens is not None and beta_tokens is not None
         assert (alpha_tokens.input, beta_tokens.input) == (100, 7)
+        session_inputs = {key: row.input for key, row in views["alpha"].tokens.sessions().items()}  # `session list`
+        assert session_inputs == {("alpha", "auth-20261126-1"): 100}
+        every = {key: row.input for key, row in views["alpha"].tokens.sessions(every_project=True).items()}
+        assert every == {("alpha", "auth-20261126-1"): 100, ("beta", "auth-20261126-1"): 7}
         assert stream_owner(journals["beta"].stream) == ("beta", "auth")
         # each folder's plan.md is its own project's plan (rendered by its own run, whoever applied the events)
         views["alpha"].follow()

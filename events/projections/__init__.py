@@ -324,6 +324,10 @@ class Query:
     def rows(self) -> list[Any]:
         return [self._decode(v) for _, v in self._views.load_all(self._spec.tracking_name)]
 
+    def rows_by_key(self, prefix: str) -> dict[str, Any]:
+        """The rows whose key starts with ``prefix``, by key: one query however many there are."""
+        return {k: self._decode(v) for k, v in self._views.load_prefix(self._spec.tracking_name, prefix)}
+
     def _project(self, project: str | None) -> str:
         return self.project if project is None else project
 
@@ -354,6 +358,15 @@ class TokenQuery(Query):
 
     def module(self, module: str, project: str | None = None) -> TokenTotals | None:
         return self.row(f"module:{self._project(project)}/{module}")
+
+    def sessions(self, *, every_project: bool = False) -> dict[tuple[str, str], TokenTotals]:
+        """Every session's totals (this project's unless ``every_project``), by ``(project, session id)``."""
+        prefix = "session:" if every_project else f"session:{self.project}/"
+        found = {}
+        for key, row in self.rows_by_key(prefix).items():
+            project, _, session_id = key.removeprefix("session:").partition("/")
+            found[(project, session_id)] = row
+        return found
 
 
 class PlanQuery(Query):

@@ -356,8 +356,9 @@ def list_sessions(
         views.catch_up()
         _warn_problems(store)
         rows = []
+        totals = views.tokens.sessions(every_project=every_project)  # one query, not one per session
         for s in views.sessions.all(every_project=every_project):
-            tokens = views.tokens.session(s.id, s.project)
+            tokens = totals.get((s.project, s.id))
             rows.append(
                 {
                     "id": s.id,
