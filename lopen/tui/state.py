@@ -39,20 +39,12 @@ from events.recorded import Recorded
 from lopen.copilot import results as stream
 from lopen.text import plural
 from lopen.tui.contract import HeaderInfo
+from lopen.workflow.steps import STEP_NAMES
 
 ACTIVITY_LIMIT = 1000
 ARGS_WIDTH = 60
 
 PHASES = {1: "Requirements", 2: "Planning", 3: "Planning", 4: "Planning", 5: "Planning", 6: "Building", 7: "Building"}
-STEP_NAMES = {
-    1: "Draft Specification",
-    2: "Determine Dependencies",
-    3: "Identify Components",
-    4: "Select Next Component",
-    5: "Break Into Tasks",
-    6: "Iterate Through Tasks",
-    7: "Repeat",
-}
 
 EntryKind = Literal["narrative", "tool", "verdict", "error", "notice", "user"]
 
