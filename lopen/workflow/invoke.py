@@ -122,6 +122,7 @@ class Invoker:
         notes: tuple[str, ...] = (),
         last_task_of_component: bool = False,
         budget_hint: str = "",
+        parallel: int = 1,
     ) -> Outcome:
         """Run one invocation. Its prompt carries the corrective instructions and the person's queued
         messages the history holds for the next invocation (each delivered once: recorded with this
@@ -150,6 +151,7 @@ class Invoker:
             tools=names,
             budget_hint=budget_hint,
             notes=notes,
+            parallel=parallel,
         )
         request = InvocationRequest(
             models=self.models_for(kind),
