@@ -176,21 +176,25 @@ class ConductorActor(pykka.ThreadingActor):
         )
 
     def _end(self, action: Action) -> RunResult:
-        """Record how the session ended (once) and close the journal: nothing lands after it."""
-        if not self.journal.closed:
-            event: ev.Event
-            if action.kind == "complete":
-                event = ev.SessionCompleted(reason=action.reason)
-            elif action.kind == "fail":
-                event = ev.SessionFailed(reason=action.reason, error_kind=action.error_kind)
-            else:
-                event = ev.SessionPaused(reason=action.reason, error_kind=action.error_kind)
-            if action.kind != "pause" or action.error_kind != "spec":  # a spec stop recorded its own pause
-                self.journal.record(event)
-            self.journal.close()
-        status = {"complete": "complete", "fail": "failed"}.get(action.kind, "paused")
-        if action.kind == "pause" and self.stop_before and action.exit_code == 0:
-            detail = f"{self.stop_before} is next: run `lopen build {self.journal.module}`"
+        return end_session(self.journal, action, self.stop_before)
+
+
+def end_session(journal: Journal, action: Action, stop_before: str = "") -> RunResult:
+    """Record how the session ended (once) and close the journal: nothing lands after it."""
+    if not journal.closed:
+        event: ev.Event
+        if action.kind == "complete":
+            event = ev.SessionCompleted(reason=action.reason)
+        elif action.kind == "fail":
+            event = ev.SessionFailed(reason=action.reason, error_kind=action.error_kind)
         else:
-            detail = action.reason
-        return RunResult(exit_code=action.exit_code, status=status, detail=detail, session_id=self.journal.session_id)
+            event = ev.SessionPaused(reason=action.reason, error_kind=action.error_kind)
+        if action.kind != "pause" or action.error_kind != "spec":  # a spec stop recorded its own pause
+            journal.record(event)
+        journal.close()
+    status = {"complete": "complete", "fail": "failed"}.get(action.kind, "paused")
+    if action.kind == "pause" and stop_before and action.exit_code == 0:
+        detail = f"{stop_before} is next: run `lopen build {journal.module}`"
+    else:
+        detail = action.reason
+    return RunResult(exit_code=action.exit_code, status=status, detail=detail, session_id=journal.session_id)

@@ -18,9 +18,7 @@ the whole loop and returns how the session ends.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -51,21 +49,6 @@ def interrupted(signal: str) -> Action:
     )
 
 
-def process_alive(worker: str) -> bool | None:
-    """Whether the process a worker name (``host:pid/lane``) names is alive — None when it is another
-    machine's (only its lease tells)."""
-    host, _, pid = worker.split("/", 1)[0].rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class ForemanActor(pykka.ThreadingActor):
     def __init__(
         self,
@@ -84,8 +67,10 @@ class ForemanActor(pykka.ThreadingActor):
         interrupt: Any,
         tally: Tally,
         worker_mode: bool = False,
+        alive: Callable[[str], bool | None] = lambda worker: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``alive(worker)``: whether another worker's process is alive (None: unknown, its lease tells)."""
         super().__init__()
         self.journal = journal
         self.assessor = assessor
@@ -101,6 +86,7 @@ class ForemanActor(pykka.ThreadingActor):
         self.interrupt = interrupt
         self.tally = tally
         self.worker_mode = worker_mode
+        self.alive = alive
         self.clock = clock
 
     # -- the loop ---------------------------------------------------------------------------------------
@@ -142,6 +128,8 @@ class ForemanActor(pykka.ThreadingActor):
                     return self.stopping
             else:
                 work = self._start()
+                if self.stopping is not None or self.draining:
+                    continue
                 if not self._busy():
                     end = self._idle(work)
                     if end is not None or not work.held:
@@ -384,11 +372,11 @@ class ForemanActor(pykka.ThreadingActor):
             ]
 
         for item, worker in self.journal.read(stale):
-            if process_alive(worker) is False:
-                pid = worker.split("/", 1)[0]
+            if self.alive(worker) is False:
+                process = worker.split("/", 1)[0]
                 with contextlib.suppress(Contradiction):
                     self.journal.record(
                         ev.ComponentReleased(
-                            component=item, worker=worker, reason=f"its process {pid} is gone", by=self.worker
+                            component=item, worker=worker, reason=f"its process {process} is gone", by=self.worker
                         )
                     )

@@ -340,6 +340,11 @@ class GitActor(pykka.ThreadingActor):
         """Put ``tree``'s files in this worktree (a merge with conflict markers, for its resolution task)."""
         self.worktree.load(tree)
 
+    def retire(self) -> None:
+        """A merged component's worktree goes (its branch stays: its commits are on the module branch)."""
+        if self.lane:
+            self.worktree.remove()
+
     def restart_at(self, sha: str) -> None:
         """This component's branch and worktree start afresh at ``sha`` (the component is built again)."""
         self._have(sha)

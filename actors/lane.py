@@ -93,6 +93,7 @@ class LaneActor(pykka.ThreadingActor):
                 return LaneResult(slug, "stopped")
             step = self.journal.read(lambda s: component_step(s, slug))
             if step.kind == DONE:
+                self.git.retire().get()
                 return LaneResult(slug, "merged", f"component {slug} is merged")
             if step.kind == Kind.PLANNING.value:
                 return LaneResult(slug, "unplanned", step.why)
@@ -169,7 +170,7 @@ class LaneActor(pykka.ThreadingActor):
         files = ", ".join(result.files)
         task = ev.TaskSpec(
             id=task_id,
-            name=f"Resolve the merge of the module branch into {slug}",
+            name="Resolve the merge conflicts with the module branch",
             description=(
                 f"While {slug} was built, other components were merged onto the module branch, and merging it "
                 f"into {slug} conflicts in: {files}. The worktree holds that merge, with git's conflict markers "

@@ -26,6 +26,7 @@ from actors.oracle import OracleActor
 from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
 from events.journal import Journal
+from events.locks import worker_alive
 from events.store import EventStore
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway
@@ -208,6 +209,7 @@ class Crew:
             interrupt=interrupt,
             tally=self.tally,
             worker_mode=worker_mode,
+            alive=lambda worker: worker_alive(self.parts.root, worker),
         )
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ Ctrl+C and SIGTERM stop it cleanly (``lopen.app.interrupt``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from actors.messages import RunResult
 from events import catalogue as ev
 from events.fold import ModuleState
 from events.journal import Journal
-from events.locks import module_lock
+from events.locks import WorkerMark, module_lock
 from events.store import EventStore
 from lopen import __version__
 from lopen.app.crew import Crew, Parts, lanes_dir
@@ -277,7 +278,10 @@ def run_module(
                     if message:
                         queued = ev.UserMessageQueued(message_id=f"msg-{journal.version + 1}", text=message)
                         journal.record(queued)
-                    with stopping_on_signals(interrupt, gateway.abort, say, gateway.kill):
+                    with (
+                        stopping_on_signals(interrupt, gateway.abort, say, gateway.kill),
+                        WorkerMark(root, worker_name()) if lanes else contextlib.nullcontext(),
+                    ):
                         parts = Parts(
                             root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry
                         )

@@ -250,6 +250,11 @@ class Worktree:
         self._git("update-ref", "-m", "lopen: component started afresh", self.ref, sha)
         self.reset_to(sha)
 
+    def remove(self) -> None:
+        """Remove the worktree folder (the branch stays)."""
+        if self._is_worktree():
+            git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+
     def fetch(self, remote: str, branch: str = "") -> bool:
         """Fetch ``branch`` (default: this worktree's) from ``remote`` into the local branch of that name
         when that is a fast-forward or the branch is not checked out here; True when git could."""
