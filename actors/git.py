@@ -115,6 +115,8 @@ class GitActor(pykka.ThreadingActor):
         self._follow_branch()
         self.settle()
         self.adopt_spec()
+        if made:
+            self._publish()
         return self.worktree.branch
 
     def _ensure_lane(self) -> str:
@@ -187,8 +189,9 @@ class GitActor(pykka.ThreadingActor):
         if not expected or not tip or tip == expected:
             return
         repo = Repository(self.worktree.path)
+        self._have(expected)
         merged = any(lane.merged_as == expected for lane in state.lanes.values())
-        if merged and repo.has_commit(expected) and repo.is_ancestor(tip, expected):
+        if (merged or self.remote) and repo.has_commit(expected) and repo.is_ancestor(tip, expected):
             self.worktree.move_branch(expected)  # a recorded merge the branch has not followed yet
             self.worktree.advance(tip, expected)
             return
@@ -205,16 +208,32 @@ class GitActor(pykka.ThreadingActor):
         self.journal.record(*events)
 
     def _adopt_spec(self, relative: str, content: bytes) -> None:
-        state = self.journal.snapshot()
-        parent = state.tip or state.branch_base
-        if self.worktree.show(parent, relative) == content:
+        for _ in range(5):  # another worker may adopt it first: then its commit is the one
+            self.journal.refresh()
+            module, parent = self.journal.read(lambda s: (s.module, s.tip or s.branch_base))
+            self._have(parent)
+            if self.worktree.show(parent, relative) == content:
+                return
+            message = f"docs({module}): the approved specification"
+            if self.worktree.tip() != parent:
+                self._follow_to(parent)
+            sha = self.worktree.commit_file(relative, content, parent, message)
+            tree = self.worktree.tree_of(sha)
+            try:
+                self.journal.record(
+                    ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
+                )
+            except Contradiction:
+                continue
+            self._publish()
             return
-        message = f"docs({state.module}): the approved specification"
-        sha = self.worktree.commit_file(relative, content, parent, message)
-        tree = self.worktree.tree_of(sha)
-        self.journal.record(
-            ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
-        )
+
+    def _follow_to(self, expected: str) -> None:
+        """The local branch is behind the history (another clone's commits, fetched): bring it forward."""
+        local = self.worktree.tip()
+        if local and local != expected and is_ancestor(self.worktree.repo_root, local, expected):
+            self.worktree.move_branch(expected)
+            self.worktree.advance(local, expected)
 
     def observe(self, recorded: Recorded) -> None:
         if isinstance(recorded.event, ev.SpecDriftDetected):
@@ -263,9 +282,17 @@ class GitActor(pykka.ThreadingActor):
         self._publish()
 
     def _publish(self) -> None:
-        """With a remote: push the branch Lopen just moved (a component's is forced: it can start afresh)."""
-        if self.remote:
+        """With a remote: push the branch Lopen just moved (a component's is forced: it can start afresh).
+        The module branch's push may lose to another worker's push of a later merge, which holds this one."""
+        if not self.remote:
+            return
+        try:
             self.worktree.push(self.remote, force=bool(self.lane))
+        except GitError:
+            if self.lane or not self.worktree.fetch(self.remote):
+                raise
+            if not is_ancestor(self.worktree.repo_root, self.worktree.tip(), "FETCH_HEAD"):
+                raise
 
     # -- parallel work --------------------------------------------------------------------------------
 

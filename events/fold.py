@@ -447,6 +447,11 @@ def _check_task_exists(s: ModuleState, e: ev.TaskReopened) -> str | None:
 
 
 def _check_commit(s: ModuleState, e: ev.CommitRecorded) -> str | None:
+    lane = _lane_of_branch(s, e.branch)
+    tip = (lane.tip or lane.base) if lane is not None else (s.tip or s.branch_base)
+    if e.parent and tip and e.parent != tip:  # two writers committing on one tip: the second is refused
+        where = e.branch or "the branch"
+        return f"{where} is at {tip[:10]} in the history, not {e.parent[:10]}: another commit came first"
     if not e.task_id:
         return None
     task = s.tasks.get(e.task_id)
