@@ -16,12 +16,14 @@ import pykka
 
 from actors.assessor import AssessorActor
 from actors.guardrail import GuardrailActor, how_to_go_on
+from actors.lane import Tally
 from actors.messages import Assessment, GuardDecision, RunResult, StepOutcome, Stop
 from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
 from events.journal import Journal, JournalClosed
 from lopen.workflow.decide import Action, after, decide
+from lopen.workflow.schedule import fan_out
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
 
@@ -61,7 +63,13 @@ class ConductorActor(pykka.ThreadingActor):
         say: Callable[[str], None],
         stop_before: str = "",
         interrupt: Interrupt | None = None,
+        foreman: pykka.ActorProxy | None = None,
+        parallelism: int = 1,
+        tally: Tally | None = None,
     ) -> None:
+        """``foreman`` (with ``parallelism`` above 1) takes the module whenever more than one component can
+        be built at once (``lopen.workflow.schedule.fan_out``); ``tally`` counts the run's invocations
+        across its lanes."""
         super().__init__()
         self.journal = journal
         self.assessor = assessor
@@ -71,7 +79,13 @@ class ConductorActor(pykka.ThreadingActor):
         self.say = say
         self.stop_before = stop_before
         self.interrupt = interrupt if interrupt is not None else Interrupt()
-        self.invocations = 0  # this run's (workflow.max_iterations counts them)
+        self.foreman = foreman
+        self.parallelism = parallelism
+        self.tally = tally if tally is not None else Tally()  # this run's invocations (workflow.max_iterations)
+
+    @property
+    def invocations(self) -> int:
+        return self.tally.value
 
     def run_module(self) -> RunResult:
         try:
@@ -111,6 +125,14 @@ class ConductorActor(pykka.ThreadingActor):
                         error_kind=guard.category,
                     )
                 return self._end(action)
+            if self._fans_out():
+                version = self.journal.version
+                stop = self.foreman.run().get()  # type: ignore[union-attr]
+                if stop is not None:
+                    return self._end(stop)
+                if self.journal.version != version:  # else nothing could be done in lanes: go on here
+                    last_step = 6
+                    continue
             if assessment.step != last_step:
                 if last_step == 6 and assessment.step == 4:
                     self._enter(7, "components remain")
@@ -132,11 +154,19 @@ class ConductorActor(pykka.ThreadingActor):
                     )
                 )
 
+    def _fans_out(self) -> bool:
+        if self.foreman is None or self.parallelism < 2:
+            return False
+        parallelism = self.parallelism
+        return self.journal.read(lambda s: fan_out(s, parallelism))
+
     def _dispatch(self, assessment: Assessment, budget_hint: str) -> StepOutcome:
         notes: tuple[str, ...] = ()  # the invoker adds what the history holds for the next invocation
-        self.invocations += 1
+        self.tally.add()
         kind = Kind(assessment.kind)
         if kind is Kind.PLANNING:
+            if self.parallelism > 1:  # the prompt says how many components are built at once
+                return self.planner.plan(assessment, budget_hint, notes, parallel=self.parallelism).get()
             return self.planner.plan(assessment, budget_hint, notes).get()
         if kind is Kind.TASK:
             self.say(f"▶ task {assessment.task} ({assessment.why})")
@@ -155,21 +185,25 @@ class ConductorActor(pykka.ThreadingActor):
         )
 
     def _end(self, action: Action) -> RunResult:
-        """Record how the session ended (once) and close the journal: nothing lands after it."""
-        if not self.journal.closed:
-            event: ev.Event
-            if action.kind == "complete":
-                event = ev.SessionCompleted(reason=action.reason)
-            elif action.kind == "fail":
-                event = ev.SessionFailed(reason=action.reason, error_kind=action.error_kind)
-            else:
-                event = ev.SessionPaused(reason=action.reason, error_kind=action.error_kind)
-            if action.kind != "pause" or action.error_kind != "spec":  # a spec stop recorded its own pause
-                self.journal.record(event)
-            self.journal.close()
-        status = {"complete": "complete", "fail": "failed"}.get(action.kind, "paused")
-        if action.kind == "pause" and self.stop_before and action.exit_code == 0:
-            detail = f"{self.stop_before} is next: run `lopen build {self.journal.module}`"
+        return end_session(self.journal, action, self.stop_before)
+
+
+def end_session(journal: Journal, action: Action, stop_before: str = "") -> RunResult:
+    """Record how the session ended (once) and close the journal: nothing lands after it."""
+    if not journal.closed:
+        event: ev.Event
+        if action.kind == "complete":
+            event = ev.SessionCompleted(reason=action.reason)
+        elif action.kind == "fail":
+            event = ev.SessionFailed(reason=action.reason, error_kind=action.error_kind)
         else:
-            detail = action.reason
-        return RunResult(exit_code=action.exit_code, status=status, detail=detail, session_id=self.journal.session_id)
+            event = ev.SessionPaused(reason=action.reason, error_kind=action.error_kind)
+        if action.kind != "pause" or action.error_kind != "spec":  # a spec stop recorded its own pause
+            journal.record(event)
+        journal.close()
+    status = {"complete": "complete", "fail": "failed"}.get(action.kind, "paused")
+    if action.kind == "pause" and stop_before and action.exit_code == 0:
+        detail = f"{stop_before} is next: run `lopen build {journal.module}`"
+    else:
+        detail = action.reason
+    return RunResult(exit_code=action.exit_code, status=status, detail=detail, session_id=journal.session_id)

@@ -1,5 +1,12 @@
 """The Git actor (G1, G2, G5, G6): the module's worktree and branch, and the commit of each verified task.
 
+With ``lane`` set it is a component's Git actor in parallel work: its own branch
+(``lopen/<module>--<component>``) and worktree, started at the module branch's tip, where the
+component's tasks are committed; the module's Git actor merges it onto ``lopen/<module>``
+(``merge()``: a fast-forward when the module branch has not moved, else a merge commit of git's
+three-way merge; a conflict is reported, nothing is moved). With ``remote`` (``git.remote``) each
+branch Lopen moves is pushed there, and commits the history names that this clone lacks are fetched.
+
 It reacts to the bus: a task that became complete with a verified tree is committed — exactly that
 tree, on ``lopen/<module>`` (``lopen.git.Worktree.commit``). What is owed is derived from the one
 fold (``ModuleState.owed_commits``), so after a crash between a completion and its commit the next
@@ -13,15 +20,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pykka
 
 from events import catalogue as ev
 from events.bus import Subscription
-from events.fold import TaskNode
-from events.journal import Journal
+from events.fold import ModuleState, TaskNode
+from events.journal import Contradiction, Journal
 from events.recorded import Recorded
 from events.store import EventStore
-from lopen.git import Repository, Worktree
+from lopen.git import GitError, Repository, Worktree
+from lopen.git.merge import commit_merge, is_ancestor, merge_trees
 
 
 def commit_message(module: str, task: TaskNode, session_id: str) -> str:
@@ -30,6 +39,22 @@ def commit_message(module: str, task: TaskNode, session_id: str) -> str:
         f"feat({module}): {task.name} in {task.component}\n\n"
         f"Lopen-Task: {task.id}\nLopen-Session: {session_id or '-'}\n"
     )
+
+
+def merge_message(module: str, component: str, session_id: str) -> str:
+    return f"merge({module}): component {component}\n\nLopen-Merge: {component}\nLopen-Session: {session_id or '-'}\n"
+
+
+class MergeResult(msgspec.Struct, frozen=True):
+    """``merged`` (``sha`` is the module branch's new tip), or ``conflict``: merging ``into`` (the module
+    tip) and the component conflicts in ``files``; ``tree`` is that merge with conflict markers."""
+
+    status: str
+    sha: str = ""
+    fast_forward: bool = False
+    into: str = ""
+    files: tuple[str, ...] = ()
+    tree: str = ""
 
 
 class GitActor(pykka.ThreadingActor):
@@ -41,21 +66,27 @@ class GitActor(pykka.ThreadingActor):
         *,
         auto_commit: bool = True,
         spec: tuple[Path, str] | None = None,
+        lane: str = "",
+        remote: str = "",
     ) -> None:
-        """``spec`` is (the user's checkout, the spec's path in it): the approved spec the branch carries."""
+        """``spec`` is (the user's checkout, the spec's path in it): the approved spec the branch carries;
+        ``lane`` the component whose own branch this actor keeps (parallel work), "" for the module's."""
         super().__init__()
         self.journal = journal
         self.worktree = worktree
         self.store = store
         self.auto_commit = auto_commit
         self.spec = spec
+        self.lane = lane
+        self.remote = remote
         self.subscription: Subscription | None = None
 
     def on_start(self) -> None:
         me = self.actor_ref.proxy()
         stream = self.journal.stream
+        lane = self.lane
         self.subscription = self.store.subscribe(
-            lambda rec: me.observe(rec) if rec.stream_id == stream and _reacts_to(rec.event) else None
+            lambda rec: me.observe(rec) if rec.stream_id == stream and _reacts_to(rec.event, lane) else None
         )
 
     def on_stop(self) -> None:
@@ -66,7 +97,10 @@ class GitActor(pykka.ThreadingActor):
         """The worktree and branch exist (made where the history says, else from the user's HEAD;
         recorded once — ``created`` when the engine made them before the CLI started), owed commits
         are made, and the branch holds the approved spec (``docs(<module>): the approved specification``)."""
+        if self.lane:
+            return self._ensure_lane()
         state = self.journal.snapshot()
+        self._have(state.tip)
         made, base = self.worktree.ensure(state.tip)
         created = created or made
         if created or state.worktree != str(self.worktree.path):
@@ -81,7 +115,59 @@ class GitActor(pykka.ThreadingActor):
         self._follow_branch()
         self.settle()
         self.adopt_spec()
+        if made:
+            self._publish()
         return self.worktree.branch
+
+    def _ensure_lane(self) -> str:
+        """A component's branch and worktree: started at the module branch's tip the first time
+        (``BranchEnsured(component=…)``), else made again where its history says (another worker's,
+        fetched from the remote when this clone lacks it)."""
+        state = self.journal.snapshot()
+        lane = state.lanes.get(self.lane)
+        if lane is None:
+            base = state.tip_of("")
+            self._have(base)
+            self.worktree.ensure(base)
+            if self.worktree.tip() != base:  # a branch left by an attempt that was never recorded
+                self.worktree.restart_at(base)
+            self.journal.record(
+                ev.BranchEnsured(
+                    branch=self.worktree.branch,
+                    created=True,
+                    base=base,
+                    worktree=str(self.worktree.path),
+                    component=self.lane,
+                )
+            )
+        else:
+            expected = lane.tip or lane.base
+            self._have(expected, self.worktree.branch)
+            self.worktree.ensure(expected)
+            tip = self.worktree.tip()
+            owed = state.owed_commits(self.lane)
+            found = any(self.worktree.find_commit(t.tree, expected, f"Lopen-Task: {t.id}") for t in owed)
+            if tip != expected and not found:
+                self.worktree.move_branch(expected)  # Lopen's history says where it is; the files stay
+            if lane.worktree != str(self.worktree.path):
+                self.journal.record(
+                    ev.BranchEnsured(
+                        branch=self.worktree.branch,
+                        base=lane.base,
+                        worktree=str(self.worktree.path),
+                        component=self.lane,
+                    )
+                )
+        self.settle()
+        return self.worktree.branch
+
+    def _have(self, sha: str, branch: str = "") -> None:
+        """With a remote: fetch ``branch`` (default: the module's) when this clone lacks ``sha``."""
+        if self.remote and sha and not Repository(self.worktree.repo_root).has_commit(sha):
+            self.worktree.fetch(self.remote, branch or self._module_branch())
+
+    def _module_branch(self) -> str:
+        return self.journal.read(lambda s: s.branch) or f"lopen/{self.journal.module}"
 
     def adopt_spec(self) -> None:
         """Commit the approved spec (the user's checkout's, which the Assessor checked against the
@@ -95,16 +181,23 @@ class GitActor(pykka.ThreadingActor):
         """Before this run: the branch moved outside Lopen since the last run. When the move is a commit
         Lopen owes (made, then killed before recording it), that commit is recorded by ``settle``; any other
         move is a person's (a reset): Lopen follows it and re-opens the tasks whose commits are gone,
-        and the owed completions whose base went with them."""
+        and the owed completions whose base went with them. A branch behind what the history says (a merge
+        recorded by another worker, or by a run killed before it moved the branch) is brought forward."""
         state = self.journal.snapshot()
         tip = self.worktree.tip()
         expected = state.tip or state.branch_base
         if not expected or not tip or tip == expected:
             return
+        repo = Repository(self.worktree.repo_root)  # the user's checkout: its git files are Lopen's to trust
+        self._have(expected)
+        merged = any(lane.merged_as == expected for lane in state.lanes.values())
+        if (merged or self.remote) and repo.has_commit(expected) and repo.is_ancestor(tip, expected):
+            self.worktree.move_branch(expected)  # a recorded merge the branch has not followed yet
+            self.worktree.advance(tip, expected)
+            return
         owed = {t.id for t in state.owed_commits()}
         if any(self.worktree.find_commit(t.tree, expected, f"Lopen-Task: {t.id}") for t in state.owed_commits()):
             return
-        repo = Repository(self.worktree.repo_root)  # the user's checkout: its git files are Lopen's to trust
         lost = [t for t in state.ordered_tasks() if (t.commit and not repo.is_ancestor(t.commit, tip)) or t.id in owed]
         events: list[ev.Event] = [
             ev.Reverted(from_sha=expected, to_sha=tip, reason=f"{self.worktree.branch} was moved outside Lopen")
@@ -115,16 +208,32 @@ class GitActor(pykka.ThreadingActor):
         self.journal.record(*events)
 
     def _adopt_spec(self, relative: str, content: bytes) -> None:
-        state = self.journal.snapshot()
-        parent = state.tip or state.branch_base
-        if self.worktree.show(parent, relative) == content:
+        for _ in range(5):  # another worker may adopt it first: then its commit is the one
+            self.journal.refresh()
+            module, parent = self.journal.read(lambda s: (s.module, s.tip or s.branch_base))
+            self._have(parent)
+            if self.worktree.show(parent, relative) == content:
+                return
+            message = f"docs({module}): the approved specification"
+            if self.worktree.tip() != parent:
+                self._follow_to(parent)
+            sha = self.worktree.commit_file(relative, content, parent, message)
+            tree = self.worktree.tree_of(sha)
+            try:
+                self.journal.record(
+                    ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
+                )
+            except Contradiction:
+                continue
+            self._publish()
             return
-        message = f"docs({state.module}): the approved specification"
-        sha = self.worktree.commit_file(relative, content, parent, message)
-        tree = self.worktree.tree_of(sha)
-        self.journal.record(
-            ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
-        )
+
+    def _follow_to(self, expected: str) -> None:
+        """The local branch is behind the history (another clone's commits, fetched): bring it forward."""
+        local = self.worktree.tip()
+        if local and local != expected and is_ancestor(self.worktree.repo_root, local, expected):
+            self.worktree.move_branch(expected)
+            self.worktree.advance(local, expected)
 
     def observe(self, recorded: Recorded) -> None:
         if isinstance(recorded.event, ev.SpecDriftDetected):
@@ -135,22 +244,29 @@ class GitActor(pykka.ThreadingActor):
     def settle(self) -> str:
         """Commit every task owed a commit (in plan order); return the branch tip."""
         if self.auto_commit:
-            for task in self.journal.read(lambda s: s.owed_commits()):
+            lane = self.lane
+            for task in self.journal.read(lambda s: s.owed_commits(lane)):
                 self._commit(task)
         return self.worktree.tip()
 
     def _commit(self, task: TaskNode) -> None:
-        state = self.journal.snapshot()
         trailer = f"Lopen-Task: {task.id}"
-        parent = state.tip or state.branch_base
+        lane = self.lane
+
+        def where(s: ModuleState) -> tuple[str, str, str]:
+            node = s.lanes.get(lane) if lane else None
+            merging = node.resolving if node is not None and node.resolution_task == task.id else ""
+            return s.module, s.tip_of(lane), merging
+
+        module, parent, merge_parent = self.journal.read(where)
         found = self.worktree.find_commit(task.tree, parent, trailer)
-        message = commit_message(state.module, task, self.journal.session_id)
+        message = commit_message(module, task, self.journal.session_id)
         if found is None:
             tip = self.worktree.tip()
             if tip != parent:  # the model moved it: Lopen's commits go on Lopen's history, and it is told
                 self.worktree.move_branch(parent)
                 self._put_back([f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}"])
-            found = self.worktree.commit(task.tree, parent, message)
+            found = self.worktree.commit(task.tree, parent, message, merge_parent=merge_parent)
         self.journal.record(
             ev.CommitRecorded(
                 sha=found,
@@ -160,19 +276,118 @@ class GitActor(pykka.ThreadingActor):
                 parent=parent,
                 branch=self.worktree.branch,
                 invocation_id=task.invocation,
+                merge_parent=merge_parent,
             )
         )
+        self._publish()
+
+    def _publish(self) -> None:
+        """With a remote: push the branch Lopen just moved (a component's is forced: it can start afresh).
+        The module branch's push may lose to another worker's push of a later merge, which holds this one."""
+        if not self.remote:
+            return
+        try:
+            self.worktree.push(self.remote, force=bool(self.lane))
+        except GitError:
+            if self.lane or not self.worktree.fetch(self.remote):
+                raise
+            if not is_ancestor(self.worktree.repo_root, self.worktree.tip(), "FETCH_HEAD"):
+                raise
+
+    # -- parallel work --------------------------------------------------------------------------------
+
+    def merge(self, component: str) -> MergeResult:
+        """Merge ``component``'s verified branch onto the module branch (this actor's): a fast-forward when
+        the module branch is where the component started, else a merge commit of exactly git's merged tree.
+        The merge is recorded first (``ComponentMerged``, refused when another merge came first: then it is
+        computed again on the new tip), then the branch moves and the worktree follows."""
+        for _ in range(20):
+            self.journal.refresh()
+            state = self.journal.snapshot()
+            lane = state.lanes[component]
+            into, tip = state.tip_of(""), lane.tip or lane.base
+            if lane.merged_tip and lane.merged_tip == tip:
+                return MergeResult("merged", sha=lane.merged_as)
+            self._have(into)
+            self._have(tip, lane.branch)
+            root = self.worktree.repo_root
+            if is_ancestor(root, into, tip):
+                sha, fast, tree = tip, True, self.worktree.tree_of(tip)
+            else:
+                merged = merge_trees(root, into, tip)
+                if not merged.clean:
+                    return MergeResult("conflict", into=into, files=merged.conflicts, tree=merged.tree)
+                tree, fast = merged.tree, False
+                sha = commit_merge(
+                    root, tree, (into, tip), merge_message(state.module, component, self.journal.session_id)
+                )
+            try:
+                self.journal.record(
+                    ev.ComponentMerged(
+                        component=component,
+                        sha=sha,
+                        parent=into,
+                        component_tip=tip,
+                        tree=tree,
+                        fast_forward=fast,
+                        branch=self.worktree.branch,
+                    )
+                )
+            except Contradiction:
+                continue  # another merge (or work on the module branch) came first: merge on what is there now
+            self._move_to(into, sha)
+            return MergeResult("merged", sha=sha, fast_forward=fast)
+        raise GitError(
+            f"could not merge component {component} onto {self.worktree.branch}",
+            "other merges kept coming first",
+            "run the module again: the merge is tried again",
+        )
+
+    def _move_to(self, old: str, new: str) -> None:
+        """The module branch goes from ``old`` to ``new`` (recorded): the ref, its worktree, the remote."""
+        local = self.worktree.tip()
+        if local == old or (local and is_ancestor(self.worktree.repo_root, local, new)):
+            self.worktree.move_branch(new)
+            self.worktree.advance(local or old, new)
+        self._publish()
+
+    def sync(self) -> str:
+        """Bring the module branch and its worktree to where the history says (merges other workers
+        recorded); return the tip."""
+        self.journal.refresh()
+        expected = self.journal.read(lambda s: s.tip_of(""))
+        local = self.worktree.tip()
+        if expected and local != expected:
+            self._have(expected)
+            self.worktree.move_branch(expected)
+            self.worktree.advance(local or expected, expected)
+        return expected
+
+    def load(self, tree: str) -> None:
+        """Put ``tree``'s files in this worktree (a merge with conflict markers, for its resolution task)."""
+        self.worktree.load(tree)
+
+    def retire(self) -> None:
+        """A merged component's worktree goes (its branch stays: its commits are on the module branch)."""
+        if self.lane:
+            self.worktree.remove()
+
+    def restart_at(self, sha: str) -> None:
+        """This component's branch and worktree start afresh at ``sha`` (the component is built again)."""
+        self._have(sha)
+        self.worktree.restart_at(sha)
+        self._publish()
 
     def guard(self) -> list[str]:
         """After an invocation: put HEAD and the branch back where Lopen left them; return what was wrong
         (recorded, with a corrective instruction for the next invocation)."""
-        state = self.journal.snapshot()
         wrong = []
         head = self.worktree.head_ref()
         if head != self.worktree.ref:
             self.worktree.restore_head()
             wrong.append(f"HEAD was moved to {head or 'a detached commit'}")
-        expected = state.tip or state.branch_base
+        lane = self.lane
+        expected = self.journal.read(lambda s: s.tip_of(lane))
         tip = self.worktree.tip()
         if expected and tip != expected:
             self.worktree.move_branch(expected)
@@ -207,8 +422,13 @@ class GitActor(pykka.ThreadingActor):
         return self.worktree.tip()
 
 
-def _reacts_to(event: ev.Event) -> bool:
-    """A task completed (commit it), or an approved spec change (adopt it)."""
+def _reacts_to(event: ev.Event, lane: str = "") -> bool:
+    """A task completed (commit it: a lane's actor only its component's), or an approved spec change
+    (the module's actor adopts it)."""
     if isinstance(event, ev.SpecDriftDetected):
-        return True
-    return isinstance(event, ev.TaskStatusChanged) and event.to_state == "complete"
+        return not lane
+    return (
+        isinstance(event, ev.TaskStatusChanged)
+        and event.to_state == "complete"
+        and (not lane or event.task_id.startswith(f"{lane}/"))
+    )

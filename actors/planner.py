@@ -11,6 +11,7 @@ from events.journal import Journal
 from lopen.text import plural
 from lopen.workflow.decide import assess
 from lopen.workflow.invoke import Invoker
+from lopen.workflow.schedule import buildable
 from lopen.workflow.steps import Kind
 
 
@@ -20,10 +21,19 @@ class PlannerActor(pykka.ThreadingActor):
         self.journal = journal
         self.invoker = invoker
 
-    def plan(self, assessment: Assessment, budget_hint: str, notes: tuple[str, ...]) -> StepOutcome:
-        outcome = self.invoker.invoke(Kind.PLANNING, assessment.step, budget_hint=budget_hint, notes=notes)
+    def plan(
+        self, assessment: Assessment, budget_hint: str, notes: tuple[str, ...], parallel: int = 1, lanes: bool = False
+    ) -> StepOutcome:
+        """One planning invocation. ``parallel`` components are built at once (the prompt says so);
+        ``lanes``: planning for parallel lanes, which succeeds when a ready component gained tasks."""
+        before = self.journal.snapshot() if lanes else None
+        outcome = self.invoker.invoke(
+            Kind.PLANNING, assessment.step, budget_hint=budget_hint, notes=notes, parallel=parallel
+        )
         if not outcome.ok:
             return StepOutcome(ok=False, detail=outcome.detail, error_kind=outcome.error_kind)
+        if before is not None:
+            return self.journal.read(lambda after: _lanes_planned(before, after))
 
         def result(state: ModuleState) -> StepOutcome:
             """Planning succeeded when the module can now be built: the next step is no longer planning
@@ -40,3 +50,11 @@ class PlannerActor(pykka.ThreadingActor):
             return StepOutcome(ok=True, detail=f"planned {selected.slug}: {plural(n, 'task')}{done}")
 
         return self.journal.read(result)
+
+
+def _lanes_planned(before: ModuleState, after: ModuleState) -> StepOutcome:
+    fresh = [slug for slug in buildable(after) if slug not in buildable(before)]
+    if not fresh:
+        return StepOutcome(ok=False, detail="the planning invocation gave no ready component tasks")
+    counts = ", ".join(f"{slug} ({len(after.components[slug].tasks)})" for slug in fresh)
+    return StepOutcome(ok=True, detail=f"planned {counts}")

@@ -15,7 +15,7 @@ import pykka
 from actors.git import GitActor
 from actors.messages import Assessment, StepOutcome
 from events import catalogue as ev
-from events.fold import scope_key
+from events.fold import ModuleState, scope_key
 from events.journal import Journal
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.steps import Kind
@@ -86,14 +86,20 @@ class TaskRunnerActor(pykka.ThreadingActor):
         return StepOutcome(ok=False, detail=f"{task.id} failed: {reason[:300]}", error_kind=outcome.error_kind)
 
     def _start_scopes(self, task_id: str, component: str) -> None:
-        state = self.journal.snapshot()
-        tip = state.tip or state.branch_base
-        wanted = [("module", state.module, state.branch_base), ("component", component, tip), ("task", task_id, tip)]
-        started = [
-            ev.ScopeStarted(scope=scope, target=target, base_commit=base)  # type: ignore[arg-type]
-            for scope, target, base in wanted
-            if scope_key(scope, target) not in state.scopes
-        ]
+        def owed(state: ModuleState) -> list[ev.Event]:
+            tip = state.tip_of(component)  # the component's own branch in parallel work
+            wanted = [
+                ("module", state.module, state.branch_base),
+                ("component", component, tip),
+                ("task", task_id, tip),
+            ]
+            return [
+                ev.ScopeStarted(scope=scope, target=target, base_commit=base)  # type: ignore[arg-type]
+                for scope, target, base in wanted
+                if scope_key(scope, target) not in state.scopes
+            ]
+
+        started = self.journal.read(owed)
         if started:
             self.journal.record(*started)
 

@@ -381,16 +381,54 @@ class ControlRequested(Event, kw_only=True):
     detail: str = ""
 
 
+# -- parallel work: claims ---------------------------------------------------------------------
+
+
+class ComponentClaimed(Event, kw_only=True):
+    """A worker took a piece of the module's work until ``lease_until`` (UTC seconds): a component
+    (its slug), or ``:plan`` (a planning invocation) or ``:module`` (module verification). The
+    module's history refuses a claim of something another worker holds under a live lease, so two
+    claimers never both win; an expired lease can be claimed by anyone (the work resumes from its
+    events). ``worker`` is ``<host>:<pid>/<lane>``."""
+
+    component: str
+    worker: str
+    lease_until: float
+
+
+class ComponentLeaseRenewed(Event, kw_only=True):
+    """The holder keeps its claim: the lease now runs until ``lease_until``."""
+
+    component: str
+    worker: str
+    lease_until: float
+
+
+class ComponentReleased(Event, kw_only=True):
+    """The claim of ``worker`` on ``component`` ends (work done, stopped, or its process gone:
+    ``reason`` says which; ``by`` is who released it when it is not the holder)."""
+
+    component: str
+    worker: str
+    reason: str = ""
+    by: str = ""
+
+
 # -- git ----------------------------------------------------------------------------------------
 
 
 class BranchEnsured(Event, kw_only=True):
-    """``worktree`` is the folder Lopen builds the module in (its own git worktree on ``branch``)."""
+    """``worktree`` is the folder Lopen builds the module in (its own git worktree on ``branch``).
+
+    With ``component`` set it is that component's own branch and worktree (parallel work:
+    ``lopen/<module>--<component>``), started at ``base`` (the module branch's tip then);
+    ``created`` on such an event starts the component's branch afresh at ``base``."""
 
     branch: str
     created: bool = False
     base: str = ""
     worktree: str = ""
+    component: str = ""
 
 
 class CommitRecorded(Event, kw_only=True):
@@ -404,6 +442,37 @@ class CommitRecorded(Event, kw_only=True):
     parent: str = ""
     branch: str = ""
     invocation_id: str = ""  # the invocation that completed the task
+    merge_parent: str = ""  # a second parent: the module tip a merge-conflict resolution task merged in
+
+
+class ComponentMerged(Event, kw_only=True):
+    """A component built on its own branch joined the module branch: ``sha`` is the module branch's new
+    tip (the component's tip itself when ``fast_forward``, else a merge commit of ``parent`` and
+    ``component_tip``), ``tree`` its tree. Merges are serialized by the module's history: one whose
+    ``parent`` is not the module branch's tip is refused."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "parent", "component_tip", "tree"})
+    component: str
+    sha: str
+    parent: str = ""
+    component_tip: str = ""
+    tree: str = ""
+    fast_forward: bool = False
+    branch: str = ""
+
+
+class ComponentMergeConflicted(Event, kw_only=True):
+    """Merging ``into`` (the module branch's tip) into the component's branch conflicted in ``files``:
+    ``task_id`` is the resolution task Lopen added to the component (one invocation, verified like any
+    task; its commit has ``into`` as a second parent). ``redo`` instead: the component is built again
+    on top of ``into`` (its tasks re-opened, its branch started afresh)."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"into", "files"})
+    component: str
+    into: str
+    files: tuple[str, ...] = ()
+    task_id: str = ""
+    redo: bool = False
 
 
 class Reverted(Event, kw_only=True):

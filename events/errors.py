@@ -85,7 +85,7 @@ class ModuleLocked(StoreError):
     """Another lopen process is running the same module."""
 
     def __init__(self, module: str, pid: int | None, path: str) -> None:
-        holder = f"pid {pid}" if pid else "another process"
+        holder = f"pid {pid}" if pid else "other processes (`lopen worker`s)"
         super().__init__(
             f"module {module!r} is already being run by {holder}",
             f"only one lopen run per module at a time (lock {path})",

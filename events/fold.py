@@ -24,6 +24,7 @@ that row instead of from event #1.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,7 +33,19 @@ import msgspec
 from events import catalogue as ev
 from events.catalogue import ComponentStatus, Scope, TaskState
 
-__all__ = ["ComponentNode", "ModuleState", "TaskNode", "aggregate", "render_plan", "scope_key", "slugify"]
+__all__ = [
+    "MODULE_ITEM",
+    "PLAN_ITEM",
+    "Claim",
+    "ComponentNode",
+    "Lane",
+    "ModuleState",
+    "TaskNode",
+    "aggregate",
+    "render_plan",
+    "scope_key",
+    "slugify",
+]
 
 
 def slugify(name: str) -> str:
@@ -116,6 +129,33 @@ class EvidenceNode(msgspec.Struct, kw_only=True):
 EVIDENCE_KEPT = 64
 
 
+PLAN_ITEM = ":plan"  # a claim on the planning invocation (one at a time across workers)
+MODULE_ITEM = ":module"  # a claim on the module's verification
+RESERVED_ITEMS = (PLAN_ITEM, MODULE_ITEM)
+
+
+class Claim(msgspec.Struct, kw_only=True):
+    """Who holds a piece of the module's work, and until when (a lease, UTC seconds)."""
+
+    worker: str
+    until: float
+    at: float = 0.0
+
+
+class Lane(msgspec.Struct, kw_only=True):
+    """A component built on its own branch and worktree (parallel work), until merged."""
+
+    branch: str
+    base: str = ""  # the module tip it started from
+    tip: str = ""  # its branch's tip: its last commit, or the base
+    worktree: str = ""
+    merged_tip: str = ""  # the component tip last merged onto the module branch
+    merged_as: str = ""  # the module-branch commit of that merge
+    resolving: str = ""  # the module tip a merge-conflict resolution task merges in
+    resolution_task: str = ""
+    conflicts: int = 0
+
+
 class SessionNode(msgspec.Struct, kw_only=True):
     status: str = "running"  # running | paused | completed | failed | deleted
     started_at: float = 0.0
@@ -148,6 +188,8 @@ class ModuleState(msgspec.Struct, kw_only=True):
     pause_requested: str = ""  # who asked, until the run pauses
     evidence: dict[str, EvidenceNode] = {}  # "<tree> <command>" → result, the latest EVIDENCE_KEPT
     task_numbers: dict[str, int] = {}  # component slug → the highest task number ever given (never reused)
+    claims: dict[str, Claim] = {}  # component slug (or :plan, :module) → who holds it, until when
+    lanes: dict[str, Lane] = {}  # component slug → its own branch (parallel work)
     problems: list[str] = []  # events skipped because they contradicted the state
 
     # -- folding -------------------------------------------------------------------------------
@@ -196,7 +238,38 @@ class ModuleState(msgspec.Struct, kw_only=True):
             return False
         if not component.tasks:
             return component.status == "done"
-        return all(t.state == "complete" for t in self.component_tasks(slug)) and self.verified("component", slug)
+        return (
+            all(t.state == "complete" for t in self.component_tasks(slug))
+            and self.verified("component", slug)
+            and self.merged(slug)
+        )
+
+    def merged(self, slug: str) -> bool:
+        """Its work is on the module branch: built there, or its own branch merged at its tip."""
+        lane = self.lanes.get(slug)
+        return lane is None or (bool(lane.merged_tip) and lane.merged_tip == lane.tip)
+
+    def tip_of(self, slug: str = "") -> str:
+        """The tip of the branch ``slug``'s work goes on: its own (parallel work) or the module's."""
+        lane = self.lanes.get(slug) if slug else None
+        if lane is not None:
+            return lane.tip or lane.base
+        return self.tip or self.branch_base
+
+    def live_claim(self, item: str, now: float) -> Claim | None:
+        """The claim on ``item`` whose lease has not run out at ``now``, if any."""
+        claim = self.claims.get(item)
+        return claim if claim is not None and claim.until > now else None
+
+    def started_in_place(self) -> list[str]:
+        """Components built on the module branch itself that have started and are not done."""
+        return [
+            slug
+            for slug in self.components
+            if slug not in self.lanes
+            and any(t.state != "pending" for t in self.component_tasks(slug))
+            and not self.component_done(slug)
+        ]
 
     def component_state(self, slug: str) -> str:
         """pending | in-progress | failed | complete (complete only when ``component_done``)."""
@@ -232,9 +305,17 @@ class ModuleState(msgspec.Struct, kw_only=True):
             return "complete"
         return "in progress" if (self.sessions or self.planned) else "not started"
 
-    def owed_commits(self) -> list[TaskNode]:
-        """Tasks completed on a verified tree that Lopen has not committed yet (in plan order)."""
-        return [t for t in self.ordered_tasks() if t.state == "complete" and t.tree and not t.commit]
+    def owed_commits(self, lane: str = "") -> list[TaskNode]:
+        """Tasks completed on a verified tree that Lopen has not committed yet (in plan order): those
+        going on the module branch, or with ``lane`` those of that component's own branch."""
+        return [
+            t
+            for t in self.ordered_tasks()
+            if t.state == "complete"
+            and t.tree
+            and not t.commit
+            and (t.component == lane if lane else t.component not in self.lanes)
+        ]
 
     def ordered_tasks(self) -> list[TaskNode]:
         return [self.tasks[t] for c in self.components.values() for t in c.tasks]
@@ -366,6 +447,11 @@ def _check_task_exists(s: ModuleState, e: ev.TaskReopened) -> str | None:
 
 
 def _check_commit(s: ModuleState, e: ev.CommitRecorded) -> str | None:
+    lane = _lane_of_branch(s, e.branch)
+    tip = (lane.tip or lane.base) if lane is not None else (s.tip or s.branch_base)
+    if e.parent and tip and e.parent != tip:  # two writers committing on one tip: the second is refused
+        where = e.branch or "the branch"
+        return f"{where} is at {tip[:10]} in the history, not {e.parent[:10]}: another commit came first"
     if not e.task_id:
         return None
     task = s.tasks.get(e.task_id)
@@ -380,6 +466,64 @@ def _check_session(s: ModuleState, e: ev.SessionStarted) -> str | None:
     return f"session {e.session_id} already exists" if e.session_id in s.sessions else None
 
 
+def _check_claim(s: ModuleState, e: ev.ComponentClaimed) -> str | None:
+    if e.component not in s.components and e.component not in RESERVED_ITEMS:
+        return f"no component {e.component!r} in the plan"
+    if e.component in s.components and s.component_done(e.component):
+        return f"component {e.component} is already complete"
+    held = s.live_claim(e.component, e.at)
+    if held is not None and held.worker != e.worker:
+        return f"{e.component} is claimed by {held.worker} until {_clock(held.until)} (a live lease)"
+    return None
+
+
+def _check_holder(s: ModuleState, e: ev.ComponentLeaseRenewed | ev.ComponentReleased) -> str | None:
+    claim = s.claims.get(e.component)
+    if claim is None:
+        return f"{e.component} is not claimed"
+    if claim.worker != e.worker:
+        return f"{e.component} is claimed by {claim.worker}, not {e.worker}"
+    return None
+
+
+def _check_branch(s: ModuleState, e: ev.BranchEnsured) -> str | None:
+    if e.component and e.component not in s.components:
+        return f"no component {e.component!r} in the plan"
+    return None
+
+
+def _check_merged(s: ModuleState, e: ev.ComponentMerged) -> str | None:
+    lane = s.lanes.get(e.component)
+    if lane is None:
+        return f"component {e.component} has no branch of its own to merge"
+    expected = s.tip or s.branch_base
+    if e.parent != expected:
+        return f"the module branch is at {expected[:10]}, not {e.parent[:10]}: another merge came first"
+    open_tasks = [t.id for t in s.component_tasks(e.component) if t.state != "complete"]
+    if open_tasks:
+        return f"component {e.component} has tasks not complete: {', '.join(open_tasks)}"
+    if not s.verified("component", e.component):
+        return f"component {e.component} is not verified"
+    if e.component_tip != (lane.tip or lane.base):
+        return f"component {e.component}'s branch is at {(lane.tip or lane.base)[:10]}, not {e.component_tip[:10]}"
+    busy = s.started_in_place()
+    if busy:
+        return f"{', '.join(busy)} is being built on the module branch itself: merge after it is done"
+    return None
+
+
+def _check_conflicted(s: ModuleState, e: ev.ComponentMergeConflicted) -> str | None:
+    if e.component not in s.lanes:
+        return f"component {e.component} has no branch of its own"
+    if e.task_id and e.task_id not in s.tasks:
+        return f"task {e.task_id} is not in the plan of module {s.module!r}"
+    return None
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(at)) + "Z"
+
+
 _CHECKS: dict[type, Callable[[ModuleState, Any], str | None]] = {
     ev.ComponentsRecorded: _check_components,
     ev.ComponentSelected: _check_selected,
@@ -388,6 +532,12 @@ _CHECKS: dict[type, Callable[[ModuleState, Any], str | None]] = {
     ev.TaskReopened: _check_task_exists,
     ev.CommitRecorded: _check_commit,
     ev.SessionStarted: _check_session,
+    ev.ComponentClaimed: _check_claim,
+    ev.ComponentLeaseRenewed: _check_holder,
+    ev.ComponentReleased: _check_holder,
+    ev.BranchEnsured: _check_branch,
+    ev.ComponentMerged: _check_merged,
+    ev.ComponentMergeConflicted: _check_conflicted,
 }
 
 
@@ -554,16 +704,63 @@ def _verdict(s: ModuleState, e: ev.OracleVerdictRecorded) -> None:
 
 
 def _branch(s: ModuleState, e: ev.BranchEnsured) -> None:
+    if e.component:
+        lane = s.lanes.get(e.component)
+        if lane is None or e.created:
+            conflicts = lane.conflicts if lane is not None else 0  # a component built again keeps its count
+            s.lanes[e.component] = Lane(
+                branch=e.branch, base=e.base, tip=e.base, worktree=e.worktree, conflicts=conflicts
+            )
+        else:
+            lane.worktree = e.worktree or lane.worktree
+        return
     s.branch = e.branch
     s.branch_base = s.branch_base or e.base
     s.worktree = e.worktree or s.worktree
     s.tip = s.tip or e.base
 
 
+def _lane_of_branch(s: ModuleState, branch: str) -> Lane | None:
+    if not branch or not s.lanes:
+        return None
+    return next((lane for lane in s.lanes.values() if lane.branch == branch), None)
+
+
 def _commit(s: ModuleState, e: ev.CommitRecorded) -> None:
     if e.task_id:
         s.tasks[e.task_id].commit = e.sha
+    lane = _lane_of_branch(s, e.branch)
+    if lane is None:
+        s.tip = e.sha
+        return
+    lane.tip = e.sha
+    if e.task_id and e.task_id == lane.resolution_task:
+        lane.resolving = lane.resolution_task = ""
+
+
+def _claimed(s: ModuleState, e: ev.ComponentClaimed) -> None:
+    s.claims[e.component] = Claim(worker=e.worker, until=e.lease_until, at=e.at)
+
+
+def _renewed(s: ModuleState, e: ev.ComponentLeaseRenewed) -> None:
+    s.claims[e.component].until = e.lease_until
+
+
+def _released(s: ModuleState, e: ev.ComponentReleased) -> None:
+    s.claims.pop(e.component, None)
+
+
+def _merged(s: ModuleState, e: ev.ComponentMerged) -> None:
+    lane = s.lanes[e.component]
+    lane.merged_tip, lane.merged_as = e.component_tip, e.sha
     s.tip = e.sha
+
+
+def _conflicted(s: ModuleState, e: ev.ComponentMergeConflicted) -> None:
+    lane = s.lanes[e.component]
+    lane.conflicts += 1
+    if not e.redo:
+        lane.resolving, lane.resolution_task = e.into, e.task_id
 
 
 def _reverted(s: ModuleState, e: ev.Reverted) -> None:
@@ -654,6 +851,11 @@ _APPLY: dict[type, Callable[[ModuleState, Any], None]] = {
     ev.CorrectiveInstructionIssued: _note,
     ev.PauseRequested: _pause,
     ev.VerificationEvidenceRecorded: _evidence,
+    ev.ComponentClaimed: _claimed,
+    ev.ComponentLeaseRenewed: _renewed,
+    ev.ComponentReleased: _released,
+    ev.ComponentMerged: _merged,
+    ev.ComponentMergeConflicted: _conflicted,
 }
 
 FOLDED: frozenset[type] = frozenset(_APPLY) | frozenset(_CHECKS)

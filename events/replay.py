@@ -13,7 +13,9 @@ any length is printed in constant memory and its first line appears at once.
 - ``json_line``: ``{"seq": n, "type": …, "at": "<ISO-8601 UTC>", …fields}``;
 - ``TextView``: the text view — width-aware (values share the line's room; ``full`` cuts nothing),
   verdict findings and failure causes on indented lines below their event, and ``tree`` grouping
-  (an invocation → its tool calls → its oracle invocations → their verdicts).
+  (an invocation → its tool calls → its oracle invocations → their verdicts). Once parallel work shows
+  up (a claim, a component's own branch), every line that belongs to a component names it —
+  ``[core]`` before its type — so interleaved lanes read apart.
 """
 
 from __future__ import annotations
@@ -356,7 +358,29 @@ SHAPES: dict[type[Event], _Shape] = {
     ev.StepEntered: _Shape(lambda e, g: f"step {e.step} {e.phase}", frozenset({"step", "phase"})),
     ev.ControlRequested: _Shape(lambda e, g: f"{e.action} by {e.caller or '?'}", frozenset({"action", "caller"})),
     ev.PauseRequested: _Shape(lambda e, g: f"by {e.requested_by or '?'}", frozenset({"requested_by"})),
+    ev.ComponentClaimed: _Shape(
+        lambda e, g: f"{e.component} by {e.worker} until {_clock(e.lease_until)}",
+        frozenset({"component", "worker", "lease_until"}),
+    ),
+    ev.ComponentLeaseRenewed: _Shape(
+        lambda e, g: f"{e.component} by {e.worker} until {_clock(e.lease_until)}",
+        frozenset({"component", "worker", "lease_until"}),
+    ),
+    ev.ComponentReleased: _Shape(lambda e, g: f"{e.component} by {e.worker}", frozenset({"component", "worker"})),
+    ev.ComponentMerged: _Shape(
+        lambda e, g: f"{e.component} {g.arrow} {g.sha(e.sha)}" + (" (fast-forward)" if e.fast_forward else ""),
+        frozenset({"component", "sha", "fast_forward"}),
+    ),
+    ev.ComponentMergeConflicted: _Shape(
+        lambda e, g: f"{e.component} {g.bad} " + ("built again" if e.redo else f"resolved by {e.task_id}"),
+        frozenset({"component", "redo", "task_id", "files"}),
+        lambda e, full: [f"conflicts in: {', '.join(e.files)}"] if e.files else [],
+    ),
 }
+
+
+def _clock(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%H:%M:%SZ")
 
 
 class TextView:
@@ -391,6 +415,8 @@ class TextView:
         self._session: str | None = None
         self._depth: dict[str, int] = {}  # open invocation → its depth in the tree
         self._tasks: dict[str, str] = {}  # open invocation → its task
+        self._owners: dict[str, str] = {}  # invocation → the component it worked on
+        self._parallel = False  # parallel work seen: lines name their component
 
     def render(self, rec: Recorded) -> list[str]:
         event = rec.event
@@ -409,6 +435,9 @@ class TextView:
             stamp = moment.strftime("%H:%M:%S")
         gutter = self._gutter(event) if self.tree else ""
         name = type(event).__name__
+        component = self._component(event)
+        if self._parallel and component:
+            name = f"[{component}] {name}"
         pad = max(0, 28 - len(gutter)) if self.dated else 0
         head = f"{stamp}  #{rec.seq:<{self.seq_width}} {gutter}{name:<{pad}} "
         shape = SHAPES.get(type(event), _Shape())
@@ -429,6 +458,31 @@ class TextView:
         for detail in details:
             lines += self._wrap(detail, indent)
         return lines
+
+    # -- components (parallel work) ------------------------------------------------------------
+
+    def _component(self, event: Event) -> str:
+        """The component an event belongs to ("" for module-wide ones)."""
+        if isinstance(event, _PARALLEL) and (not isinstance(event, ev.BranchEnsured) or event.component):
+            self._parallel = True
+        if isinstance(event, ev.InvocationStarted):
+            owner = event.component or self._owners.get(event.parent_invocation, "") or _of_task(event.task)
+            if owner:
+                self._owners[event.invocation_id] = owner
+            return owner
+        direct = getattr(event, "component", "")
+        if isinstance(direct, str) and direct and not direct.startswith(":"):
+            return direct
+        task = getattr(event, "task_id", "")
+        if task:
+            return _of_task(task)
+        scope, target = getattr(event, "scope", ""), getattr(event, "target", "")
+        if scope == "task":
+            return _of_task(target)
+        if scope == "component":
+            return target
+        invocation = getattr(event, "invocation_id", "") or getattr(event, "parent_invocation", "")
+        return self._owners.get(invocation, "") if invocation else ""
 
     # -- the tree ------------------------------------------------------------------------------
 
@@ -508,6 +562,13 @@ class TextView:
     def _rule(self, title: str) -> str:
         text = f"{self.glyphs.rule * 2} {title} "
         return text + self.glyphs.rule * max(0, min(self.width, 80) - len(text))
+
+
+_PARALLEL = (ev.ComponentClaimed, ev.ComponentMerged, ev.BranchEnsured)
+
+
+def _of_task(task: str) -> str:
+    return task.rsplit("/", 1)[0] if "/" in task else ""
 
 
 def _cap(lengths: list[int], room: int) -> int:

@@ -1,18 +1,21 @@
 """``lopen session show``: one session's state as a dict, markdown or YAML.
 
-The dict's keys are fixed: ``id, module, phase, step, status, components[…tasks[…]],
-tokens{input, output, total, premium_requests, invocations},
+The dict's keys are fixed: ``id, module, phase, step, status, components[…tasks[…], branch, worker,
+lease_until], tokens{input, output, total, premium_requests, invocations},
 resume{step, component, task, last_good_commit}``. The plan and the resume point come from the
-one fold (the module's plan row): a session is a view of its module's history.
+one fold (the module's plan row): a session is a view of its module's history. In parallel work each
+component shows its own branch and the worker holding it with its lease (side by side in markdown).
 """
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
-from events.fold import ModuleState, render_plan
+from events.fold import MODULE_ITEM, PLAN_ITEM, ModuleState, render_plan
 from events.projections import Projections
 
 
@@ -47,6 +50,9 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
                     }
                     for t in plan.component_tasks(slug)
                 ],
+                "branch": plan.lanes[slug].branch if slug in plan.lanes else "",
+                "worker": plan.claims[slug].worker if slug in plan.claims else "",
+                "lease_until": plan.claims[slug].until if slug in plan.claims else 0.0,
             }
             for slug, c in plan.components.items()
         ],
@@ -85,12 +91,45 @@ def to_markdown(report: dict[str, Any], plan: ModuleState) -> str:
         lines.append(f"- worktree: {report['worktree']} (branch {plan.branch or 'lopen/' + plan.module})")
     if report.get("protection"):
         lines.append(f"- sandbox: {report['protection']}")
+    lines += _at_work(report, plan)
     lines += ["", "## Plan", ""]
     tree = render_plan(plan).split("## Components\n\n", 1)[-1]
     text = "\n".join(lines) + "\n" + tree
     if report.get("problems"):
         text += "\n## Problems in the history\n\n" + "\n".join(f"- {p}" for p in report["problems"]) + "\n"
     return text
+
+
+def _at_work(report: dict[str, Any], plan: ModuleState, now: float | None = None) -> list[str]:
+    """Parallel work: the components side by side — state, the worker holding each and its lease, its branch."""
+    if not plan.lanes and not plan.claims:
+        return []
+    now = time.time() if now is None else now
+    lines = [
+        "",
+        "## Components at work",
+        "",
+        "| component | state | worker | lease | branch |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in report["components"]:
+        until = c["lease_until"]
+        lease = ""
+        if c["worker"]:
+            clock = datetime.fromtimestamp(until, UTC).strftime("%H:%M:%SZ")
+            lease = f"until {clock}" + (" (live)" if until > now else " (ran out)")
+        branch = c["branch"] + (" (merged)" if c["branch"] and plan.merged(c["slug"]) else "")
+        lines.append(
+            f"| {c['slug']} | {c['state']} | {c['worker'] or '-'} | {lease or '-'} | {branch or '(module branch)'} |"
+        )
+    for item in (PLAN_ITEM, MODULE_ITEM):
+        claim = plan.claims.get(item)
+        if claim is not None:
+            what = "planning" if item == PLAN_ITEM else "module verification"
+            live = "live" if claim.until > now else "ran out"
+            clock = datetime.fromtimestamp(claim.until, UTC).strftime("%H:%M:%SZ")
+            lines.append(f"| ({what}) | - | {claim.worker} | until {clock} ({live}) | - |")
+    return lines
 
 
 def _plural(n: int, word: str) -> str:

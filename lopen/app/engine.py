@@ -11,39 +11,36 @@ Ctrl+C and SIGTERM stop it cleanly (``lopen.app.interrupt``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import msgspec
 import pykka
 
 from actors.conductor import ConductorActor, Interrupt
-from actors.messages import RunResult, VerifyRequest
+from actors.messages import RunResult
 from events import catalogue as ev
 from events.fold import ModuleState
 from events.journal import Journal
-from events.locks import module_lock
+from events.locks import WorkerMark, module_lock
 from events.store import EventStore
 from lopen import __version__
+from lopen.app.crew import Crew, Parts, lanes_dir
 from lopen.app.interrupt import stopping_on_signals
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
 from lopen.copilot.locate import find_cli
 from lopen.copilot.results import StreamEvent
-from lopen.documents.paths import spec_path
 from lopen.errors import InterventionRequired, LopenError
 from lopen.git import Worktree, who
 from lopen.project import ensure_lopen_dir, open_store
 from lopen.sandbox.config import sandbox_config
-from lopen.workflow.evidence import EvidenceCollector
-from lopen.workflow.invoke import Invoker
-from lopen.workflow.oracle import Verdict
 from lopen.workflow.renderer import renderer
 from lopen.workflow.spec_watch import SpecWatcher
-from lopen.workflow.toolbox import Toolbox
 
 if TYPE_CHECKING:
     from lopen.telemetry.live import Telemetry
@@ -60,14 +57,20 @@ def attach_telemetry(store: EventStore, project: str, settings: Settings) -> Tel
 STOP_TIMEOUT = 3.0  # seconds the actors and the CLI get to stop
 
 
-def gateway_config(settings: Settings, root: Path, worktree: Worktree | None = None) -> GatewayConfig:
+def gateway_config(
+    settings: Settings, root: Path, worktree: Worktree | None = None, *, lanes: bool = False
+) -> GatewayConfig:
     """With a BYOK provider the CLI keeps its state under `.lopen/copilot/`: no GitHub login is needed.
-    The model is confined to ``worktree`` (and a temp folder of Lopen's) by ``lopen.sandbox``."""
+    The model is confined to ``worktree`` (and a temp folder of Lopen's) by ``lopen.sandbox``; with
+    ``lanes`` also to the module's component worktrees (parallel work), whose folder is made here."""
     provider = settings.provider
     sandbox = None
     if worktree is not None:
         temp = root / ".lopen" / "tmp" / worktree.path.name
-        sandbox = sandbox_config(settings, root, worktree.path, temp_dir=temp)
+        components = lanes_dir(worktree.path) if lanes else None
+        if components is not None:
+            components.mkdir(parents=True, exist_ok=True)
+        sandbox = sandbox_config(settings, root, worktree.path, temp_dir=temp, lanes=components)
     return GatewayConfig(
         cli_path=find_cli(settings.copilot.cli_path).path,
         default_model=settings.models.building,
@@ -255,8 +258,9 @@ def run_module(
             interrupt = interrupt if interrupt is not None else Interrupt()
             created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI: its sandbox binds it
             telemetry = attach_telemetry(store, project, settings)  # inert unless OTEL_* asks; warns on stderr
+            lanes = settings.workflow.parallelism > 1 and stop_before != "building"
             config = msgspec.structs.replace(
-                gateway_config(settings, root, worktree), telemetry=telemetry.copilot_telemetry()
+                gateway_config(settings, root, worktree, lanes=lanes), telemetry=telemetry.copilot_telemetry()
             )
             try:
                 gateway = Gateway(config).start()
@@ -286,7 +290,10 @@ def run_module(
                     if message:
                         queued = ev.UserMessageQueued(message_id=f"msg-{journal.version + 1}", text=message)
                         journal.record(queued)
-                    with stopping_on_signals(interrupt, gateway.abort, say, gateway.kill):
+                    with (
+                        stopping_on_signals(interrupt, gateway.abort, say, gateway.kill),
+                        WorkerMark(root, worker_name()) if lanes else contextlib.nullcontext(),
+                    ):
                         parts = Parts(
                             root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry
                         )
@@ -302,21 +309,6 @@ def run_module(
             store.close()
 
 
-class Parts(NamedTuple):
-    """What a run is made of, before its actors start."""
-
-    root: Path
-    module: str
-    settings: Settings
-    store: EventStore
-    project: str
-    journal: Journal
-    watcher: SpecWatcher
-    worktree: Worktree
-    gateway: Gateway
-    telemetry: Telemetry
-
-
 def _run(
     parts: Parts,
     say: Callable[[str], None],
@@ -326,69 +318,23 @@ def _run(
     watch: Callable[[str, StreamEvent], None] | None,
     created: bool = False,
 ) -> RunResult:
-    from actors.assessor import AssessorActor
-    from actors.git import GitActor
-    from actors.guardrail import GuardrailActor
-    from actors.metrics import MetricsActor
-    from actors.oracle import OracleActor
-    from actors.planner import PlannerActor
-    from actors.task_runner import TaskRunnerActor
-
-    root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry = parts
-    started: list[pykka.ActorRef] = []
-
-    def start(cls: type[pykka.ThreadingActor], *args: object, **kwargs: object) -> pykka.ActorProxy:
-        ref = cls.start(*args, **kwargs)
-        started.append(ref)
-        return ref.proxy()
-
+    crew = Crew(parts, say, ask, watch, worker_name())
     try:
-        spec = spec_path(root, module).relative_to(root).as_posix()
-        git = start(GitActor, journal, worktree, store, auto_commit=settings.git.auto_commit, spec=(root, spec))
-        git.ensure(created).get()
-        collector = EvidenceCollector(
-            journal, worktree, watcher, root, timeout=settings.copilot.invocation_timeout, confine=gateway.confined
-        )
-        oracle_ref: list[pykka.ActorProxy] = []
-
-        def verify(scope: str, target: str, notes: str, invocation_id: str) -> Verdict:
-            request = VerifyRequest(scope=scope, target=target, notes=notes, invocation_id=invocation_id)
-            return oracle_ref[0].verify(request).get()
-
-        def tools_for(invocation_id: str, step: int, component: str, task: str) -> Toolbox:
-            return Toolbox(
-                journal,
-                invocation_id=invocation_id,
-                step=step,
-                component=component,
-                task=task,
-                documents_root=worktree.path,
-                verifier=verify,
-                tree=worktree.tree,
-                untested=collector.untested,
-            )
-
-        invoker = Invoker(
-            journal,
-            gateway.invoke,
-            settings,
-            worktree.path,
-            tools_for,
-            watch=watch,
-            traceparent=lambda invocation_id: telemetry.traceparent(journal.session_id, invocation_id),
-        )
-        oracle_ref.append(start(OracleActor, journal, collector, invoker))
-        metrics = start(MetricsActor, store, project, module)
-        conductor = start(
+        crew.git.ensure(created).get()
+        parallelism = parts.settings.workflow.parallelism
+        conductor = crew.start(
             ConductorActor,
-            journal,
-            assessor=start(AssessorActor, journal, watcher, worktree),
-            guardrail=start(GuardrailActor, journal, settings, metrics, ask),
-            planner=start(PlannerActor, journal, invoker),
-            task_runner=start(TaskRunnerActor, journal, invoker, git),
+            parts.journal,
+            assessor=crew.assessor,
+            guardrail=crew.guardrail,
+            planner=crew.planner,
+            task_runner=crew.task_runner,
             say=say,
             stop_before=stop_before,
             interrupt=interrupt,
+            foreman=crew.foreman(interrupt) if parallelism > 1 and stop_before != "building" else None,
+            parallelism=parallelism,
+            tally=crew.tally,
         )
         future = conductor.run_module()
         while True:  # short waits: a signal handler runs between them
@@ -397,10 +343,7 @@ def _run(
             except pykka.Timeout:
                 continue
     finally:
-        for ref in reversed(started):
-            ref.stop(block=False)
-        for ref in started:
-            ref.actor_stopped.wait(STOP_TIMEOUT)
+        crew.close()
 
 
 __all__ = ["Interrupt", "run_module"]

@@ -29,6 +29,7 @@ from lopen.cli.spec import spec_app
 from lopen.cli.trace import trace
 from lopen.cli.tui_cmd import tui_app
 from lopen.cli.tui_cmd import watch as watch_cmd
+from lopen.cli.worker_cmd import worker
 
 app = typer.Typer(
     name="lopen",
@@ -86,6 +87,7 @@ app.command("run")(workflow.run)
 app.command("plan")(workflow.plan)
 app.command("build")(workflow.build)
 app.command("demo")(workflow.demo)
+app.command("worker")(worker)
 spec_app.command("approve")(workflow.approve)
 spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)

@@ -20,6 +20,9 @@ RESUME = typer.Option(None, "--resume", help="Resume this session id.")
 NO_RESUME = typer.Option(False, "--no-resume", help="Start a new session even when one is unfinished.")
 DEMO_DIR = typer.Option(None, "--dir", help="Build the example here instead of a temporary folder.")
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Pause after this many invocations in this run.", min=1)
+PARALLEL = typer.Option(
+    None, "--parallel", min=1, help="Build up to N components at once (workflow.parallelism; 1 = one after another)."
+)
 REPLAN = typer.Option(
     False, "--replan", help="Plan the module again (into the same history: work that is done stays done)."
 )
@@ -47,10 +50,10 @@ def approve(module: str = MODULE) -> None:
     typer.echo(f"next: lopen run {module}")
 
 
-def _settings(root: Path, model: str | None, max_iterations: int | None, unattended: bool):
+def _settings(root: Path, model: str | None, max_iterations: int | None, unattended: bool, parallel: int | None = None):
     from lopen.config import load_settings
 
-    overrides: dict[str, object] = {}
+    overrides: dict[str, object] = {"workflow.parallelism": parallel} if parallel else {}
     if model:
         overrides.update({f"models.{phase}": model for phase in ("requirement_gathering", "planning", "building")})
     if max_iterations:
@@ -61,7 +64,13 @@ def _settings(root: Path, model: str | None, max_iterations: int | None, unatten
         root,
         overrides,
         flag_names={
-            k: "--model" if k.startswith("models") else "--max-iterations" if "iterations" in k else "--unattended"
+            k: "--model"
+            if k.startswith("models")
+            else "--max-iterations"
+            if "iterations" in k
+            else "--parallel"
+            if "parallelism" in k
+            else "--unattended"
             for k in overrides
         },
     )
@@ -79,6 +88,7 @@ def _start(
     stop_before: str = "",
     headless: bool = False,
     replan: bool = False,
+    parallel: int | None = None,
 ) -> None:
     import sys
 
@@ -92,7 +102,7 @@ def _start(
     validate_module(module)
     root = find_root()
     require_ready(root)
-    settings = _settings(root, model, max_iterations, unattended)
+    settings = _settings(root, model, max_iterations, unattended, parallel)
     drafting = not spec_path(root, module).is_file()
     from lopen.tui.options import use_tui
 
@@ -182,6 +192,7 @@ def run(
     no_resume: bool = NO_RESUME,
     max_iterations: int | None = MAX_ITERATIONS,
     replan: bool = REPLAN,
+    parallel: int | None = PARALLEL,
 ) -> None:
     """Run the whole workflow for a module: plan, build, verify, commit — resuming where it stands."""
     _start(
@@ -194,6 +205,7 @@ def run(
         max_iterations=max_iterations,
         unattended=unattended,
         replan=replan,
+        parallel=parallel,
     )
 
 
@@ -225,6 +237,7 @@ def build(
     unattended: bool = UNATTENDED,
     resume: str | None = RESUME,
     max_iterations: int | None = MAX_ITERATIONS,
+    parallel: int | None = PARALLEL,
 ) -> None:
     """Run the building phase (steps 6–7) of a planned module."""
     from events.journal import Journal
@@ -252,6 +265,7 @@ def build(
         no_resume=False,
         max_iterations=max_iterations,
         unattended=unattended,
+        parallel=parallel,
     )
 
 

@@ -61,6 +61,20 @@ class Workflow(_Section):
     unattended: Annotated[bool, _doc("Run without stopping for human confirmations.")] = False
     max_iterations: Annotated[Positive, _doc("Most loop iterations in one run before Lopen stops.")] = 100
     failure_threshold: Annotated[Positive, _doc("Consecutive failures of one task before Lopen asks a person.")] = 3
+    parallelism: Annotated[
+        Positive,
+        _doc(
+            "Components built at once, each on its own branch and worktree, merged when verified (--parallel N); "
+            "1 = one after another on the module branch."
+        ),
+    ] = 2
+    lease: Annotated[
+        Seconds,
+        _doc(
+            "Seconds a worker's claim on a component lasts unless renewed (every third of it); when a worker dies, "
+            "another takes its component over after this."
+        ),
+    ] = 60.0
 
 
 class Session(_Section):
@@ -113,6 +127,15 @@ class Git(_Section):
     convention: Annotated[Annotated[str, Meta(min_length=1)], _doc("Commit message convention, e.g. conventional.")] = (
         "conventional"
     )
+    remote: Annotated[
+        str,
+        _doc(
+            "A git remote the module's workers share (e.g. origin): each branch Lopen moves is pushed there and what "
+            'another worker built is fetched from it. "" = one machine, no remote.',
+            pattern=r"^([^\s]+)?$",
+            allowed="empty, or the name or URL of a git remote",
+        ),
+    ] = ""
 
 
 class ToolDiscipline(_Section):

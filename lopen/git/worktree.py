@@ -210,7 +210,11 @@ class Worktree:
             path = self.repo_root / ".lopen" / "git-excludes"  # Lopen's folder: out of the model's reach
             path.parent.mkdir(parents=True, exist_ok=True)
             separator = "\n" if text and not text.endswith("\n") else ""
-            path.write_text(text + separator + "\n".join(self.ignore) + "\n", encoding="utf-8")
+            content = text + separator + "\n".join(self.ignore) + "\n"
+            if not path.is_file() or path.read_text(encoding="utf-8") != content:
+                partial = path.with_name(f"{path.name}.{os.getpid()}.{id(self)}")  # lanes write it at once
+                partial.write_text(content, encoding="utf-8")
+                os.replace(partial, path)
             self._excludes = str(path)
         return self._excludes
 
@@ -236,12 +240,14 @@ class Worktree:
 
     # -- changing it ----------------------------------------------------------------------------
 
-    def commit(self, tree: str, parent: str, message: str) -> str:
-        """A commit of exactly ``tree`` on top of ``parent``; the branch moves to it only if it is
-        still at ``parent`` (else GitError). Returns the new commit's sha."""
+    def commit(self, tree: str, parent: str, message: str, merge_parent: str = "") -> str:
+        """A commit of exactly ``tree`` on top of ``parent`` (and ``merge_parent``, for a merge); the
+        branch moves to it only if it is still at ``parent`` (else GitError). Returns the new commit's sha."""
         args = ["commit-tree", tree, "-m", message]
         if parent:
             args[2:2] = ["-p", parent]
+        if merge_parent:
+            args += ["-p", merge_parent]
         sha = self._git(*args)
         self._git("update-ref", "-m", f"lopen: {message.splitlines()[0]}", self.ref, sha, parent or "")
         return sha
@@ -310,6 +316,45 @@ class Worktree:
     def restore_head(self) -> None:
         """Point the worktree's HEAD back at the branch (a model that checked out something else)."""
         self._git("symbolic-ref", "HEAD", self.ref)
+
+    def advance(self, old: str, new: str) -> None:
+        """The branch moved from ``old`` to ``new`` outside this worktree (a merge): bring its index and
+        files along, keeping what is not git's (untracked files, such as research notes)."""
+        try:
+            self._git("read-tree", "-m", "-u", old, new)
+        except GitError:
+            self.reset_to(new)
+
+    def load(self, tree: str) -> None:
+        """Put ``tree``'s files into the worktree (e.g. a merge with conflict markers to resolve); HEAD
+        and the index stay at the branch tip, so they show as changes."""
+        self._git("read-tree", "--reset", "-u", tree)
+        self._git("reset", "-q")
+
+    def restart_at(self, sha: str) -> None:
+        """Move the branch to ``sha`` whatever it holds (a component built again) and the files with it."""
+        self._git("update-ref", "-m", "lopen: component started afresh", self.ref, sha)
+        self.reset_to(sha)
+
+    def remove(self) -> None:
+        """Remove the worktree folder (the branch stays)."""
+        if self._is_worktree():
+            git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+
+    def fetch(self, remote: str, branch: str = "") -> bool:
+        """Fetch ``branch`` (default: this worktree's) from ``remote`` into the local branch of that name
+        when that is a fast-forward or the branch is not checked out here; True when git could."""
+        branch = branch or self.branch
+        try:
+            git(self.repo_root, "fetch", "-q", remote, f"refs/heads/{branch}", timeout=300)
+        except GitError:
+            return False
+        return True
+
+    def push(self, remote: str, force: bool = False) -> None:
+        """Publish this branch to ``remote`` (a component's branch is forced: it can be started afresh)."""
+        spec = f"{'+' if force else ''}{self.ref}:{self.ref}"
+        git(self.repo_root, "push", "-q", remote, spec, timeout=300)  # from the user's checkout: its ssh setup
 
     def reset_to(self, sha: str) -> None:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""

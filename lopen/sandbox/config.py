@@ -31,6 +31,10 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True):
     - ``worktree`` — the model's git worktree (``<project>/.lopen/worktrees/<module>``): the one
       place the model may write, besides ``temp_dir``. The session's working directory should
       be this folder; when ``worktree`` is "", the session's working directory is used.
+    - ``lanes`` — the folder holding the module's component worktrees when components are built in
+      parallel (``<worktree>.components``): writable too, made before the CLI starts; a session
+      working in one of them may write only in its own (the policy), the kernel sandbox allows them all
+      (one CLI process serves every lane).
     - ``temp_dir`` — the model's private temp folder (its ``TMPDIR``); "" = the gateway makes
       one and removes it when it closes.
     - ``state_dir`` — Lopen's state folder; "" = ``<project_root>/.lopen``.
@@ -43,6 +47,7 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True):
     allow_urls: tuple[str, ...] = ()
     project_root: str = ""
     worktree: str = ""
+    lanes: str = ""
     temp_dir: str = ""
     state_dir: str = ""
     protected: tuple[str, ...] = ()
@@ -55,12 +60,16 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True):
         return str(Path(self.project_root) / ".lopen") if self.project_root else ""
 
 
-def sandbox_config(settings: Settings, root: Path, worktree: Path, temp_dir: Path | None = None) -> SandboxConfig:
-    """The sandbox for a module run in ``worktree`` of the project at ``root``."""
+def sandbox_config(
+    settings: Settings, root: Path, worktree: Path, temp_dir: Path | None = None, lanes: Path | None = None
+) -> SandboxConfig:
+    """The sandbox for a module run in ``worktree`` of the project at ``root`` (and its component
+    worktrees under ``lanes``, for parallel work)."""
     return SandboxConfig(
         mode=settings.sandbox.mode,
         allow_urls=settings.sandbox.allow_urls,
         project_root=str(root),
         worktree=str(worktree),
+        lanes=str(lanes) if lanes else "",
         temp_dir=str(temp_dir) if temp_dir else "",
     )

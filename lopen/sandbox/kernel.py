@@ -154,7 +154,12 @@ def plan(config: SandboxConfig, *, temp_dir: str, copilot_home: str, byok: bool,
     """
     home = home or paths.home_dir()
     worktree = paths.real(config.worktree)
-    writable = [worktree, paths.real(temp_dir), paths.real(copilot_home or os.path.join(home, ".copilot"))]
+    writable = [
+        worktree,
+        paths.real(config.lanes),
+        paths.real(temp_dir),
+        paths.real(copilot_home or os.path.join(home, ".copilot")),
+    ]
     read_only: list[str] = []
     if worktree:
         private, common = paths.git_dirs(worktree)

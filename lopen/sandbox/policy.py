@@ -107,6 +107,9 @@ def policy_for(
     home = home or paths.home_dir()
     cwd = paths.real(cwd or config.worktree or os.getcwd())
     worktree = paths.real(config.worktree) or cwd
+    lanes = paths.real(config.lanes)
+    if lanes and cwd != lanes and paths.inside(cwd, lanes):  # a component's worktree: only its own
+        worktree = os.path.join(lanes, os.path.relpath(cwd, lanes).split(os.sep)[0])
     writable = tuple(dict.fromkeys(p for p in (worktree, paths.real(temp_dir)) if p))
     return Policy(
         cwd=cwd,

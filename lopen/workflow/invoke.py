@@ -123,6 +123,7 @@ class Invoker:
         last_task_of_component: bool = False,
         budget_hint: str = "",
         ask_user: Callable[[str], str] | None = None,
+        parallel: int = 1,
     ) -> Outcome:
         """Run one invocation. Its prompt carries the corrective instructions and the person's queued
         messages the history holds for the next invocation (each delivered once: recorded with this
@@ -151,6 +152,7 @@ class Invoker:
             tools=names,
             budget_hint=budget_hint,
             notes=notes,
+            parallel=parallel,
         )
         request = InvocationRequest(
             models=self.models_for(kind),

@@ -45,6 +45,12 @@ INSTRUCTIONS: dict[Kind, str] = {
     ),
 }
 
+PARALLEL_PLANNING = (
+    " Up to {n} components are built at the same time, each in a worktree of its own: in step 4 select "
+    "every component that is ready now (all its depends_on complete), up to {n}, and in step 5 record the "
+    "tasks of each one you selected."
+)
+
 PLANNING_STEPS = {
     2: "Step 2: record the module's dependencies (record_dependencies). Step 3: identify its components "
     "and their status (record_components). Step 4: select the next component to build "
@@ -83,6 +89,7 @@ class PromptContext(msgspec.Struct, frozen=True):
     budget_hint: str = ""
     notes: tuple[str, ...] = ()
     commit_convention: str = "feat({module}): <task> in <component>"
+    parallel: int = 1  # components built at once (workflow.parallelism)
 
 
 def header(ctx: PromptContext) -> str:
@@ -122,7 +129,8 @@ def user_prompt(ctx: PromptContext) -> str:
         component=ctx.component,
         task=ctx.task,
         steps=steps,
-        planning_steps=PLANNING_STEPS[2 if ctx.step <= 3 else 4],
+        planning_steps=PLANNING_STEPS[2 if ctx.step <= 3 else 4]
+        + (PARALLEL_PLANNING.format(n=ctx.parallel) if ctx.parallel > 1 else ""),
     )
     parts = [header(ctx), instruction]
     if ctx.task_text:
