@@ -43,22 +43,25 @@ def open_postgres(url: str) -> Backend:
     datastore = None
     try:
         # One plain connection first: the pool would only say "couldn't get a connection after
-        # 5 sec", this says why (wrong password, no such database, refused). Then the schema.
+        # 5 sec", this says why (wrong password, no such database, refused). It also holds an
+        # advisory lock while the schema and tables are created: two workers starting at once
+        # would otherwise race in PostgreSQL's catalog ("tuple concurrently updated").
         with psycopg.connect(**connection, connect_timeout=CONNECT_TIMEOUT, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"lopen-store:{schema}",))
             if schema and not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
                 conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
-        datastore = PostgresDatastore(
-            **connection,
-            connect_timeout=CONNECT_TIMEOUT,
-            schema=schema,
-            originator_id_type="text",
-            pool_size=2,
-            max_overflow=4,
-        )
-        events = PgEventRecorder(datastore, events_table_name="stored_events")
-        events.create_table()
-        views = PgViewRecorder(datastore, tracking_table_name="notification_tracking")
-        views.create_table()
+            datastore = PostgresDatastore(
+                **connection,
+                connect_timeout=CONNECT_TIMEOUT,
+                schema=schema,
+                originator_id_type="text",
+                pool_size=2,
+                max_overflow=4,
+            )
+            events = PgEventRecorder(datastore, events_table_name="stored_events")
+            events.create_table()
+            views = PgViewRecorder(datastore, tracking_table_name="notification_tracking")
+            views.create_table()
     except Exception as exc:
         if datastore is not None:
             datastore.close()

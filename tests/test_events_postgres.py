@@ -107,6 +107,39 @@ class TestPostgres(PostgresBackend, BackendFixtures):
         finally:
             pg_admin(server, SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(other_schema)))
 
+    def test_workers_opening_a_new_schema_at_the_same_moment_all_get_the_store(self, url: str) -> None:
+        """CI, issue 14: two `lopen worker`s started together on a fresh schema; one died with
+        "tuple concurrently updated" while both created the tables. Eight open it at once here."""
+        import threading
+
+        from psycopg.sql import SQL, Identifier
+
+        server = postgres_server()
+        schema = urlsplit(url).query.replace("schema=", "") + "_race"
+        gate, errors, stores = threading.Barrier(8), [], []
+
+        def open_one() -> None:
+            gate.wait()
+            try:
+                stores.append(EventStore.open(Path("."), with_query(server, schema=schema)))
+            except StoreError as exc:
+                errors.append(exc)
+
+        try:
+            threads = [threading.Thread(target=open_one) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert errors == [] and len(stores) == 8
+            stream = module_stream("proj", "auth")
+            stores[0].append(stream, [ev.SpecApproved(spec_hash="one")])
+            assert [r.event.spec_hash for r in stores[7].read_stream(stream)] == ["one"]
+        finally:
+            for store in stores:
+                store.close()
+            pg_admin(server, SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
+
     def test_a_wrong_password_is_a_clear_error_that_hides_the_password(
         self, url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
     ) -> None:
