@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pykka
 
 from actors.assessor import AssessorActor
@@ -199,10 +200,13 @@ class ForemanActor(pykka.ThreadingActor):
         else:
             hint = ""
         claimed = []
+        lost: list[str] = []  # claims another worker won a moment ago: held by it now, so wait for it
         for slug in work.start:
             worker = f"{self.worker}/{free[0] + 1}"
             if self._claim(slug, worker):
                 claimed.append((slug, free.pop(0)))
+            else:
+                lost.append(slug)
         if claimed:
             names = ", ".join(slug for slug, _ in claimed)
             self._enter(6, f"building {names} in parallel lanes" if len(claimed) > 1 else f"building {names} in a lane")
@@ -211,7 +215,10 @@ class ForemanActor(pykka.ThreadingActor):
             handle = self.lanes(slug, self.tally)
             self.running[slug] = handle
             self._watch(f"lane:{slug}", handle.lane.build())
-        if work.plan and self._claim(PLAN_ITEM, self.worker):
+        planning_claimed = work.plan and self._claim(PLAN_ITEM, self.worker)
+        if work.plan and not planning_claimed:
+            lost.append(PLAN_ITEM)
+        if planning_claimed:
             step = state.replan_from or (4 if state.planned else 2)
             planning = Assessment(step=step, kind=Kind.PLANNING.value, why=work.why)
             self._enter(step, work.why)
@@ -229,13 +236,20 @@ class ForemanActor(pykka.ThreadingActor):
             )
             self.jobs[PLAN_ITEM] = (planning, None)
             self._watch(PLAN_ITEM, self.planner.plan(planning, hint, notes, parallel=self.parallelism, lanes=lanes))
-        if work.verify_module and self.module_runner is not None and self._claim(MODULE_ITEM, self.worker):
+        verifying_claimed = (
+            work.verify_module and self.module_runner is not None and self._claim(MODULE_ITEM, self.worker)
+        )
+        if work.verify_module and self.module_runner is not None and not verifying_claimed:
+            lost.append(MODULE_ITEM)
+        if verifying_claimed:
             self.module_git.sync().get()
             verifying = Assessment(step=7, kind=Kind.MODULE_VERIFICATION.value, why="every component is complete")
             self._enter(7, verifying.why)
             self.tally.add()
             self.jobs[MODULE_ITEM] = (verifying, None)
             self._watch(MODULE_ITEM, self.module_runner.verify_scope(verifying, hint, ()))
+        if lost:
+            return msgspec.structs.replace(work, held=(*work.held, *lost))
         return work
 
     def _idle(self, work: Work) -> Action | None:
