@@ -155,7 +155,7 @@ class ConductorActor(pykka.ThreadingActor):
                 )
 
     def _fans_out(self) -> bool:
-        if self.foreman is None or self.parallelism < 2:
+        if self.foreman is None:
             return False
         parallelism = self.parallelism
         return self.journal.read(lambda s: fan_out(s, parallelism))

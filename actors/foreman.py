@@ -183,6 +183,8 @@ class ForemanActor(pykka.ThreadingActor):
         )
         if state.replan_from and self.running:
             return Work(why="lanes stop before re-planning")
+        if self.parallelism < 2 and not self.worker_mode:  # parallelism 1: only lane work under way is finished
+            work = Work(start=tuple(s for s in work.start if s in state.lanes), held=work.held, why=work.why)
         if work.complete:
             if self.worker_mode:
                 self.stopping = Action(kind="complete", reason="every component is complete and the module is verified")

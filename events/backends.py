@@ -57,8 +57,9 @@ class EventRecorder(Protocol):
 
     def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]: ...
 
-    def stream_extent(self, stream_id: str) -> tuple[int, int]:
-        """(number of events, highest version) of one stream."""
+    def stream_extent(self, stream_id: str, after: int = 0) -> tuple[int, int, int]:
+        """(number of events above version ``after``, highest version, lowest version) of one stream:
+        the count reads only the versions above ``after``."""
         ...
 
 
@@ -217,15 +218,17 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             (stream_id, after_version, limit),
         )
 
-    def stream_extent(self, stream_id: str) -> tuple[int, int]:
+    def stream_extent(self, stream_id: str, after: int = 0) -> tuple[int, int, int]:
+        table = self.events_table_name
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT COUNT(*), COALESCE(MAX(originator_version), 0) FROM {self.events_table_name} "
-                "WHERE originator_id=?",
-                (stream_id,),
+                f"SELECT COUNT(*), COALESCE(MAX(originator_version), 0), "
+                f"(SELECT COALESCE(MIN(originator_version), 0) FROM {table} WHERE originator_id=?) "
+                f"FROM {table} WHERE originator_id=? AND originator_version > ?",
+                (stream_id, stream_id, after),
             )
-            count, highest = c.fetchone()
-            return int(count), int(highest)
+            count, highest, lowest = c.fetchone()
+            return int(count), int(highest), int(lowest)
 
 
 class SQLiteViewRecorder(SQLiteTrackingRecorder):

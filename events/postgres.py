@@ -94,14 +94,16 @@ class PgEventRecorder(PostgresApplicationRecorder):
             (stream_id, after_version, limit),
         )
 
-    def stream_extent(self, stream_id: str) -> tuple[int, int]:
+    def stream_extent(self, stream_id: str, after: int = 0) -> tuple[int, int, int]:
         statement = SQL(
-            "SELECT COUNT(*) AS n, COALESCE(MAX(originator_version), 0) AS top FROM {0}.{1} WHERE originator_id = %s"
+            "SELECT COUNT(*) AS n, COALESCE(MAX(originator_version), 0) AS top, "
+            "(SELECT COALESCE(MIN(originator_version), 0) FROM {0}.{1} WHERE originator_id = %s) AS low "
+            "FROM {0}.{1} WHERE originator_id = %s AND originator_version > %s"
         ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
         with self.datastore.transaction(commit=False) as c:
-            c.execute(statement, (stream_id,))
+            c.execute(statement, (stream_id, stream_id, after))
             row = c.fetchone()
-            return int(row["n"]), int(row["top"])
+            return int(row["n"]), int(row["top"]), int(row["low"])
 
 
 class PgViewRecorder(PostgresTrackingRecorder):

@@ -171,9 +171,11 @@ class EventStore:
                 return
             after = page[-1][0]
 
-    def check_intact(self, stream_id: str | None = None, version: int | None = None) -> None:
+    def check_intact(self, stream_id: str | None = None, version: int | None = None, since: int = 0) -> None:
         """Raise ``StoreTampered`` when the store's file was deleted or replaced since it was opened, or
-        when ``stream_id`` does not hold versions 1…``version`` without a gap (events deleted; more is fine)."""
+        when ``stream_id`` does not hold versions 1…``version`` without a gap (events deleted; more is
+        fine: another writer may have appended). With ``since`` only the versions above it are counted
+        (a check per step costs what was appended since the last one), plus the first and that one."""
         path = self.backend.path
         if path is not None and _file_identity(path) != self._identity:
             gone = not path.exists()
@@ -185,13 +187,16 @@ class EventStore:
             )
         if stream_id is None or version is None:
             return
+        since = min(since, version)
+        floor = max(since - 1, 0)  # the last version checked is counted again: its deletion shows
         with self._errors("read"):
-            count, highest = self.backend.events.stream_extent(stream_id)
-        if count != highest or highest < version:  # another writer may have appended since: more is fine
+            count, highest, lowest = self.backend.events.stream_extent(stream_id, floor)
+        if count != highest - floor or highest < version or (version and lowest != 1):
+            held = f"{count} events above version {floor}" if floor else f"{count} events"
             raise StoreTampered(
                 f"events of {stream_id} are missing from the event store {self.location}",
-                f"the stream holds {count} events up to version {highest}, but {version} were recorded "
-                "(rows were deleted or rewritten outside Lopen)",
+                f"the stream holds {held} up to version {highest}, from version {lowest}, but {version} were "
+                "recorded (rows were deleted or rewritten outside Lopen)",
                 "stop here: the audit trail was changed; compare the store with a backup before going on",
             )
 

@@ -305,3 +305,64 @@ class TestSQLiteJournal(SQLiteBackend, JournalContract):
 
 class TestPostgresJournal(PostgresBackend, JournalContract):
     pass
+
+
+# -- the integrity check per step (issue 14: its cost does not grow with the module) -----------------
+
+
+def _delete_versions(root: Path, stream: str, *versions: int) -> None:
+    import sqlite3
+
+    with sqlite3.connect(root / ".lopen" / "store.sqlite") as db:
+        db.executemany(
+            "DELETE FROM stored_events WHERE originator_id=? AND originator_version=?",
+            [(stream, v) for v in versions],
+        )
+
+
+def test_a_step_s_integrity_check_reads_what_was_appended_since_and_the_full_one_finds_the_rest(
+    tmp_path: Path,
+) -> None:
+    from events.errors import StoreTampered
+    from events.journal import FULL_CHECK
+
+    (tmp_path / ".lopen").mkdir()
+    with EventStore.open(tmp_path) as store:
+        journal = Journal(store, PROJECT, "auth")
+        for n in range(20):
+            journal.record(ev.ProgressReported(progress=f"step {n}"))
+        journal.check_intact()  # the first check counts everything
+        journal.record(ev.ProgressReported(progress="more"))
+        _delete_versions(tmp_path, journal.stream, 10)  # a row in the middle, below what was checked
+        journal.check_intact()  # the step's check reads only the new versions: it cannot see it…
+        with pytest.raises(StoreTampered, match="are missing"):
+            for _ in range(FULL_CHECK):  # …the next whole count does
+                journal.check_intact()
+
+
+@pytest.mark.parametrize("versions", [(1, 2, 3), (21,)])
+def test_the_first_events_or_the_last_checked_one_deleted_are_found_at_the_next_step(
+    tmp_path: Path, versions: tuple[int, ...]
+) -> None:
+    from events.errors import StoreTampered
+
+    (tmp_path / ".lopen").mkdir()
+    with EventStore.open(tmp_path) as store:
+        journal = Journal(store, PROJECT, "auth")
+        for n in range(21):
+            journal.record(ev.ProgressReported(progress=f"step {n}"))
+        journal.check_intact()
+        journal.record(ev.ProgressReported(progress="more"))
+        _delete_versions(tmp_path, journal.stream, *versions)
+        with pytest.raises(StoreTampered, match="are missing"):
+            journal.check_intact()
+
+
+def test_events_another_writer_appended_between_the_read_and_the_count_are_not_tampering(tmp_path: Path) -> None:
+    (tmp_path / ".lopen").mkdir()
+    with EventStore.open(tmp_path) as store:
+        mine, theirs = Journal(store, PROJECT, "auth"), Journal(store, PROJECT, "auth")
+        mine.record(ev.ProgressReported(progress="one"))
+        mine.check_intact()
+        theirs.record(ev.ProgressReported(progress="a second worker's"))
+        store.check_intact(mine.stream, mine.version)  # the stream holds more than `mine` folded: fine

@@ -187,6 +187,13 @@ def test_fan_out_when_two_components_are_ready_not_for_one_and_never_with_parall
     assert not schedule.fan_out(chain, 4)  # one ready component: built on the module branch, as today
 
 
+def test_lane_work_under_way_is_finished_in_lanes_even_with_parallelism_1() -> None:
+    """A run resumed with --parallel 1 after a parallel one: the component on its own branch is merged there."""
+    state = fold(*four_and_one(), lane("a"), *move("a/1", "pending", "in-progress"))
+    assert schedule.lanes_pending(state) and schedule.fan_out(state, 1)
+    assert not schedule.fan_out(fold(*four_and_one()), 1)
+
+
 def test_no_fan_out_while_a_component_is_being_built_on_the_module_branch() -> None:
     state = fold(*four_and_one(), *move("a/1", "pending", "in-progress"))
     assert state.started_in_place() == ["a"] and not schedule.fan_out(state, 4)

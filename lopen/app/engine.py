@@ -40,6 +40,7 @@ from lopen.git import Worktree, who
 from lopen.project import ensure_lopen_dir, open_store
 from lopen.sandbox.config import sandbox_config
 from lopen.workflow.renderer import renderer
+from lopen.workflow.schedule import lanes_pending
 from lopen.workflow.spec_watch import SpecWatcher
 
 if TYPE_CHECKING:
@@ -258,7 +259,9 @@ def run_module(
             interrupt = interrupt if interrupt is not None else Interrupt()
             created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI: its sandbox binds it
             telemetry = attach_telemetry(store, project, settings)  # inert unless OTEL_* asks; warns on stderr
-            lanes = settings.workflow.parallelism > 1 and stop_before != "building"
+            lanes = stop_before != "building" and (
+                settings.workflow.parallelism > 1 or journal.read(lanes_pending)  # lane work under way is finished
+            )
             config = msgspec.structs.replace(
                 gateway_config(settings, root, worktree, lanes=lanes), telemetry=telemetry.copilot_telemetry()
             )
@@ -297,7 +300,7 @@ def run_module(
                         parts = Parts(
                             root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry
                         )
-                        result = _run(parts, say, stop_before, ask, interrupt, watch, created)
+                        result = _run(parts, say, stop_before, ask, interrupt, watch, created, lanes)
                 finally:
                     subscription.cancel()
             finally:
@@ -317,6 +320,7 @@ def _run(
     interrupt: Interrupt,
     watch: Callable[[str, StreamEvent], None] | None,
     created: bool = False,
+    lanes: bool = False,
 ) -> RunResult:
     crew = Crew(parts, say, ask, watch, worker_name())
     try:
@@ -332,7 +336,7 @@ def _run(
             say=say,
             stop_before=stop_before,
             interrupt=interrupt,
-            foreman=crew.foreman(interrupt) if parallelism > 1 and stop_before != "building" else None,
+            foreman=crew.foreman(interrupt) if lanes else None,
             parallelism=parallelism,
             tally=crew.tally,
         )

@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from lopen.git.repository import GitError, git
-from lopen.process import run
+from lopen.git.repository import GitError, git, run_git
 
 
 class Merged(NamedTuple):
@@ -26,7 +25,7 @@ class Merged(NamedTuple):
 
 def merge_trees(repo: Path, ours: str, theirs: str) -> Merged:
     """The three-way merge of the commits ``ours`` and ``theirs`` (from their merge base)."""
-    done = run(["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs], repo)
+    done = run_git(repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs)
     lines = done.stdout.splitlines()
     if done.returncode not in (0, 1) or not lines:
         said = (done.stderr or done.stdout).strip()
@@ -48,4 +47,4 @@ def commit_merge(repo: Path, tree: str, parents: tuple[str, ...], message: str) 
 
 
 def is_ancestor(repo: Path, sha: str, of: str) -> bool:
-    return run(["git", "merge-base", "--is-ancestor", sha, of], repo).returncode == 0
+    return run_git(repo, "merge-base", "--is-ancestor", sha, of).returncode == 0

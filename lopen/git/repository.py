@@ -15,10 +15,15 @@ class GitError(LopenError):
     pass
 
 
+def run_git(cwd: Path, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``git args`` in ``cwd`` whatever its exit code (a short-lived child: ``lopen.process``)."""
+    return run(["git", *args], cwd, input=input, timeout=timeout, die_with_parent=False)
+
+
 def git(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None, timeout: float = 120) -> str:
     """Run ``git args`` in ``cwd``; its stdout, stripped. A failure is a GitError naming the command."""
     try:
-        done = run(["git", *args], cwd, env=env, timeout=timeout)
+        done = run(["git", *args], cwd, env=env, timeout=timeout, die_with_parent=False)
     except FileNotFoundError as exc:
         raise GitError("git is not installed", str(exc), "install git (apt-get install git)") from exc
     except subprocess.TimeoutExpired as exc:
@@ -45,7 +50,7 @@ class Repository:
         return git(self.root, *args, check=check)
 
     def is_repository(self) -> bool:
-        done = run(["git", "rev-parse", "--git-dir"], self.root)
+        done = run_git(self.root, "rev-parse", "--git-dir")
         return done.returncode == 0
 
     def head(self) -> str | None:
@@ -57,7 +62,7 @@ class Repository:
 
     def identity(self) -> str | None:
         """``Name <email>`` of the git identity commits would carry, or None when git has none."""
-        done = run(["git", "var", "GIT_COMMITTER_IDENT"], self.root)
+        done = run_git(self.root, "var", "GIT_COMMITTER_IDENT")
         if done.returncode != 0:
             return None
         return done.stdout.strip().rsplit(">", 1)[0] + ">"
@@ -72,7 +77,7 @@ class Repository:
         return self._git("cat-file", "-t", sha, check=False) == "commit"
 
     def is_ancestor(self, sha: str, of: str = "HEAD") -> bool:
-        return run(["git", "merge-base", "--is-ancestor", sha, of], self.root).returncode == 0
+        return run_git(self.root, "merge-base", "--is-ancestor", sha, of).returncode == 0
 
     def commits_between(self, base: str, tip: str = "HEAD") -> list[tuple[str, str]]:
         """(sha, subject) of the commits on ``tip`` that ``base`` lacks, newest first."""

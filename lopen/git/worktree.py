@@ -13,14 +13,54 @@ oracle judges that tree, and ``commit(tree, parent, message)`` makes a commit of
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import os
+import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from lopen.git.repository import GitError, Repository, git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _read_ref(common: Path, ref: str) -> str | None:
+    """A branch's commit from git's files: its loose ref, else ``packed-refs``; "" when it does not exist,
+    None when the files do not say (then git is asked)."""
+    try:
+        text = (common / ref).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        text = ""
+    except OSError:
+        return None
+    if text:
+        return text if _SHA.fullmatch(text) else None
+    try:
+        packed = (common / "packed-refs").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except OSError:
+        return None
+    for line in packed.splitlines():
+        sha, _, name = line.partition(" ")
+        if name == ref and _SHA.fullmatch(sha):
+            return sha
+    return ""
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:10]
+
+
+def _unquote(path: str) -> str:
+    """A path as git prints it: C-quoted when it holds special characters."""
+    if len(path) >= 2 and path[0] == path[-1] == '"':
+        return codecs.escape_decode(path[1:-1])[0].decode("utf-8", "replace")  # type: ignore[attr-defined]
+    return path
 
 
 class Worktree:
@@ -44,6 +84,9 @@ class Worktree:
         self.ignore = ignore
         self._excludes: str | None = None
         self._pins: dict[str, str] | None = None
+        self._git_dirs: tuple[Path, Path] | None = None  # (its private git folder, the common one)
+        self._indexed: str | None = None  # the tip the persistent index was read from
+        self._tree_lock = threading.Lock()
 
     def _git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
         """git in the worktree, with its git folders pinned (``GIT_DIR``, ``GIT_COMMON_DIR``,
@@ -106,6 +149,7 @@ class Worktree:
                 "Lopen builds the module in its own worktree and git allows a branch in one worktree only",
                 f"switch that checkout to another branch (`git -C {elsewhere} checkout -`), then run again",
             )
+        self._git_dirs = None
         if self._is_worktree():
             return False, base
         if self.path.exists():
@@ -147,41 +191,83 @@ class Worktree:
         private = self._private(self._common())
         if private is None:
             return False
-        self._pins = None  # pinned afresh on the next command
+        self._pins = self._git_dirs = None  # pinned afresh on the next command
         return True
 
     # -- reading it -----------------------------------------------------------------------------
 
     def tip(self) -> str:
+        """The branch's commit ("" when it does not exist): read from git's ref files, without a git process."""
+        dirs = self._dirs()
+        if dirs is not None:
+            found = _read_ref(dirs[1], self.ref)
+            if found is not None:
+                return found
         return self._git("rev-parse", "--verify", "-q", self.ref, check=False)
 
     def head_ref(self) -> str:
         """What HEAD points at: ``refs/heads/<branch>``, or "" when detached."""
+        dirs = self._dirs()
+        if dirs is not None:
+            try:
+                head = (dirs[0] / "HEAD").read_text(encoding="utf-8").strip()
+            except OSError:
+                head = ""
+            if head.startswith("ref: "):
+                return head.removeprefix("ref: ").strip()
+            if _SHA.fullmatch(head):
+                return ""
         return self._git("symbolic-ref", "-q", "HEAD", check=False)
+
+    def _dirs(self) -> tuple[Path, Path] | None:
+        """(the worktree's private git folder, the repository's common one) — the pinned ones, never what
+        the worktree's own ``.git`` pointer says — or None when refs are not plain files (reftable)."""
+        if self._git_dirs is None:
+            pins = self._pinned()
+            private, common = Path(pins["GIT_DIR"]), Path(pins["GIT_COMMON_DIR"])
+            if (common / "reftable").exists():
+                return None
+            self._git_dirs = (private, common)
+        return self._git_dirs
 
     def tree(self) -> str:
         """The id of a git tree holding the worktree's files as they are now (ignored files left out).
 
-        Built in a private index that starts from the branch tip, so files the branch tracks stay even
-        when a `.gitignore` matches them; the worktree's own index and HEAD are not touched.
+        Built in a private index of Lopen's (under ``.lopen/indexes/``) that starts from the branch tip, so
+        files the branch tracks stay even when a `.gitignore` matches them; the worktree's own index and
+        HEAD are not touched. The index is kept between calls — read from the tip again only when the tip
+        moved — so git re-reads only the files that changed: two git processes per tree (three with a size limit).
         """
-        fd, index = tempfile.mkstemp(prefix="lopen-index-")
-        os.close(fd)
-        os.unlink(index)  # git wants to create it
-        env = {"GIT_INDEX_FILE": index}  # on top of the pinned environment
-        excludes = ("-c", f"core.excludesFile={self._excludes_file()}")
-        try:
+        with self._tree_lock:
+            index = self.repo_root / ".lopen" / "indexes" / (self.path.name + "-" + _digest(str(self.path)))
+            index.parent.mkdir(parents=True, exist_ok=True)
+            env = {"GIT_INDEX_FILE": str(index)}  # on top of the pinned environment
+            excludes = ("-c", f"core.excludesFile={self._excludes_file()}")
             tip = self.tip()
-            if tip:
-                self._git("read-tree", tip, env=env)
-            self.left_out = self._oversized(excludes, env) if self.max_file_bytes else []
-            skip = [f":(exclude,literal){relative}" for relative, _size in self.left_out]
-            self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
-            return self._git("write-tree", env=env)
-        finally:
-            for leftover in (index, f"{index}.lock"):
-                if os.path.exists(leftover):
-                    os.unlink(leftover)
+            for attempt in range(2):
+                try:
+                    if attempt or tip != self._indexed or not index.exists():
+                        self._read_tip(index, tip, env)
+                    self.left_out = self._oversized(excludes, env) if self.max_file_bytes else []
+                    if self.left_out and self._indexed != "fresh":
+                        self._read_tip(index, tip, env)  # an oversized file keeps the tip's version (if any)
+                    skip = [f":(exclude,literal){relative}" for relative, _size in self.left_out]
+                    self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
+                    self._indexed = tip
+                    return self._git("write-tree", env=env)
+                except GitError:
+                    self._indexed = None  # a broken or locked index (a killed process's): start it afresh
+                    if attempt:
+                        raise
+            raise AssertionError("unreachable")
+
+    def _read_tip(self, index: Path, tip: str, env: dict[str, str]) -> None:
+        """Start the private index afresh from the branch tip (empty when there is none)."""
+        for leftover in (index, index.with_name(index.name + ".lock")):
+            leftover.unlink(missing_ok=True)
+        if tip:
+            self._git("read-tree", tip, env=env)
+        self._indexed = "fresh"
 
     def _oversized(self, excludes: tuple[str, ...], env: dict[str, str]) -> list[tuple[str, int]]:
         """The new or changed files (against the private index: the tip) larger than ``max_file_bytes``:
@@ -222,10 +308,22 @@ class Worktree:
         return self._git("rev-parse", f"{commit}^{{tree}}")
 
     def diff(self, base: str | None, tree: str, max_chars: int = 60_000) -> str:
-        text = self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
+        return self.diff_and_files(base, tree, max_chars)[0]
+
+    def diff_and_files(self, base: str | None, tree: str, max_chars: int = 60_000) -> tuple[str, list[str]]:
+        """The diff from ``base`` to ``tree`` (cut at ``max_chars``) and the paths it changes: one git process."""
+        out = self._git("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--raw", "-p", base or EMPTY_TREE, tree)
+        files: list[str] = []
+        lines = out.split("\n")
+        n = 0
+        while n < len(lines) and lines[n].startswith(":"):
+            for path in lines[n].split("\t")[1:]:
+                files.append(_unquote(path))
+            n += 1
+        text = "\n".join(lines[n + 1 if n and n < len(lines) and not lines[n] else n :])
         if len(text) > max_chars:
-            return text[:max_chars] + f"\n… diff cut at {max_chars} characters"
-        return text
+            text = text[:max_chars] + f"\n… diff cut at {max_chars} characters"
+        return text, list(dict.fromkeys(files))
 
     def changed_files(self, base: str | None, tree: str) -> list[str]:
         out = self._git("diff", "--name-only", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
@@ -340,6 +438,7 @@ class Worktree:
         """Remove the worktree folder (the branch stays)."""
         if self._is_worktree():
             git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+        self._git_dirs = None
 
     def fetch(self, remote: str, branch: str = "") -> bool:
         """Fetch ``branch`` (default: this worktree's) from ``remote`` into the local branch of that name

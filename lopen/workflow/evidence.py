@@ -89,14 +89,15 @@ class EvidenceCollector:
         base = state.scopes.get(scope_key(scope, target)) or state.branch_base
         results = [self._run(scope, target, name, command, tree, state, invocation_id) for name, command in commands]
         edited = self.watcher.edited_in(self.worktree, tree, state)
+        diff, changed = self.worktree.diff_and_files(base, tree)
         return Evidence(
             module=self.module,
             scope=scope,
             target=target,
             component=component,
             task=task_id,
-            diff=self.worktree.diff(base, tree),
-            changed_files=self.worktree.changed_files(base, tree),
+            diff=diff,
+            changed_files=changed,
             acceptance=acceptance,
             commands=results,
             notes=notes,

@@ -33,6 +33,7 @@ __all__ = [
     "component_step",
     "fan_out",
     "lane_branch",
+    "lanes_pending",
     "next_work",
     "ready",
 ]
@@ -57,13 +58,19 @@ def buildable(state: ModuleState) -> list[str]:
     return [slug for slug in ready(state) if state.components[slug].tasks]
 
 
+def lanes_pending(state: ModuleState) -> bool:
+    """A component built on its own branch is not done yet (not finished, or not merged)."""
+    return any(slug in state.lanes and not state.component_done(slug) for slug in state.components)
+
+
 def fan_out(state: ModuleState, parallelism: int) -> bool:
-    """Whether the module's work goes to parallel lanes now (see the module docstring)."""
-    if parallelism < 2 or state.replan_from or not state.planned or state.started_in_place():
+    """Whether the module's work goes to parallel lanes now (see the module docstring). Lane work under
+    way is finished in lanes whatever the parallelism (it is merged there)."""
+    if state.replan_from or not state.planned or state.started_in_place():
         return False
-    if any(slug in state.lanes and not state.component_done(slug) for slug in state.components):
+    if lanes_pending(state):
         return True
-    return len(ready(state)) >= 2
+    return parallelism >= 2 and len(ready(state)) >= 2
 
 
 def component_step(state: ModuleState, slug: str) -> Assessment:

@@ -123,3 +123,27 @@ def test_narrative_floods_are_merged_past_the_limit_but_tool_calls_never(store: 
     assert len(items) == STREAM_LIMIT + 1
     assert items[-2].text.endswith(f"t{STREAM_LIMIT + 49}")
     assert isinstance(items[-1], stream.ToolStarted)
+
+
+async def test_parallel_work_shows_each_components_worker_lease_and_branch(store: EventStore) -> None:
+    """Issue 14: the TUI shows components side by side with their worker, lease and branch."""
+    store.append(stream_id(), plan_events())
+    app = LopenApp(OPTIONS).for_watch(store, PROJECT, MODULE, poll=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        assert "lease" not in tree_text(app)  # built on the module branch by the run: nothing to say
+        until = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+        store.append(
+            stream_id(),
+            [
+                ev.ComponentClaimed(session_id=SESSION, component="core", worker="vm:947/2", lease_until=until),
+                ev.BranchEnsured(session_id=SESSION, branch="lopen/slug--core", base="a" * 40, component="core"),
+            ],
+        )
+        await settle(pilot, lambda: "vm:947/2" in tree_text(app))
+        assert "core  0/2  · vm:947/2, lease to 08:00:00Z  · lopen/slug--core" in tree_text(app)
+        store.append(
+            stream_id(), [ev.ComponentReleased(session_id=SESSION, component="core", worker="vm:947/2", reason="x")]
+        )
+        await settle(pilot, lambda: "vm:947/2" not in tree_text(app))
+        assert "lopen/slug--core" in tree_text(app)

@@ -1,7 +1,12 @@
 """The module and component trees (context pane): module → components → tasks → subtasks, each
-with ✓ ▶ ○ ✗ (ASCII + > o x) from the one fold's W5 states. The selected component is expanded."""
+with ✓ ▶ ○ ✗ (ASCII + > o x) from the one fold's W5 states. The selected component is expanded.
+
+In parallel work each component also names the worker holding it with its lease, and its own branch
+until it is merged: the components side by side, as ``lopen session show`` lists them."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from rich.text import Text
 from textual.widgets import Tree
@@ -21,7 +26,22 @@ def plan_signature(state: ModuleState) -> tuple:
         state.complete,
         tuple((slug, c.name, state.component_state(slug), tuple(c.tasks)) for slug, c in state.components.items()),
         tuple((t.id, t.name, t.state, tuple(t.subtasks)) for t in state.tasks.values()),
+        tuple((slug, c.worker, c.until) for slug, c in state.claims.items()),
+        tuple((slug, lane.branch, state.merged(slug)) for slug, lane in state.lanes.items()),
     )
+
+
+def at_work(state: ModuleState, slug: str) -> str:
+    """``  · <worker>, lease to 09:12:03Z · <branch>``: who holds the component (while it is not done) and
+    its own branch until merged; "" for a component built on the module branch by the run itself."""
+    parts = []
+    claim = state.claims.get(slug)
+    if claim is not None and not state.component_done(slug):
+        parts.append(f"{claim.worker}, lease to {datetime.fromtimestamp(claim.until, UTC).strftime('%H:%M:%SZ')}")
+    lane = state.lanes.get(slug)
+    if lane is not None:
+        parts.append(lane.branch + (" (merged)" if state.merged(slug) else ""))
+    return "".join(f"  · {part}" for part in parts)
 
 
 class PlanTree(Tree[str]):
@@ -54,7 +74,7 @@ class PlanTree(Tree[str]):
             tasks = state.component_tasks(slug)
             done = sum(t.state == "complete" for t in tasks)
             node = self.root.add(
-                self._label(cstate, component.name, f"  {done}/{len(tasks)}" if tasks else ""),
+                self._label(cstate, component.name, (f"  {done}/{len(tasks)}" if tasks else "") + at_work(state, slug)),
                 slug,
                 expand=slug == state.selected or cstate in ("in-progress", "failed"),
             )
