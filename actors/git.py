@@ -32,6 +32,8 @@ from events.store import EventStore
 from lopen.git import GitError, Repository, Worktree
 from lopen.git.merge import commit_merge, is_ancestor, merge_trees
 
+PUSH_ATTEMPTS = 5  # pushes to git.remote that meet another worker's at the same moment are tried again
+
 
 def commit_message(module: str, task: TaskNode, session_id: str) -> str:
     """``feat(<module>): <task> in <component>`` (G2) with trailers naming the task and the session."""
@@ -286,13 +288,24 @@ class GitActor(pykka.ThreadingActor):
         The module branch's push may lose to another worker's push of a later merge, which holds this one."""
         if not self.remote:
             return
-        try:
-            self.worktree.push(self.remote, force=bool(self.lane))
-        except GitError:
-            if self.lane or not self.worktree.fetch(self.remote):
-                raise
-            if not is_ancestor(self.worktree.repo_root, self.worktree.tip(), "FETCH_HEAD"):
-                raise
+        for attempt in range(PUSH_ATTEMPTS):
+            try:
+                self.worktree.push(self.remote, force=bool(self.lane))
+                return
+            except GitError:
+                last = attempt == PUSH_ATTEMPTS - 1
+                if self.lane:  # a component's branch: one holder, so only a transient failure (a ref locked)
+                    if last:
+                        raise
+                    continue
+                if not self.worktree.fetch(self.remote):
+                    raise
+                root, tip = self.worktree.repo_root, self.worktree.tip()
+                if is_ancestor(root, tip, "FETCH_HEAD"):
+                    return  # another worker pushed a later merge, which holds this one
+                if last or not is_ancestor(root, "FETCH_HEAD", tip):
+                    raise
+                # the remote is behind this tip: the push met another at the same moment (a ref locked)
 
     # -- parallel work --------------------------------------------------------------------------------
 

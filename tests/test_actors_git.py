@@ -379,3 +379,28 @@ def test_events_of_another_module_are_not_its_business(world: World, git_actor) 
     world.complete("core/1", world.worktree.tree(), journal=other)
     git_actor.tip().get()
     assert world.events(ev.CommitRecorded) == [] and world.branch_log(world.base) == []
+
+
+def test_a_push_that_meets_another_at_the_same_moment_is_tried_again(world: World, tmp_path_factory) -> None:
+    """CI, issue 14: two workers pushing the module branch to git.remote at once; one push failed (the
+    remote's ref was locked by the other) while its commit was ahead of the remote, and the worker died.
+    The remote here refuses the first push once, as a locked ref does; the second goes through."""
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(
+        f'#!/bin/sh\nif [ ! -e "{bare}/refused" ]; then touch "{bare}/refused"; '
+        'echo "cannot lock ref: reference already locked" >&2; exit 1; fi\n'
+    )
+    hook.chmod(0o755)
+    actor = world.start(remote=str(bare))
+    (bare / "refused").touch()  # the branch's first publication goes through
+    assert actor.ensure().get() == BRANCH
+    (bare / "refused").unlink()
+
+    write(world.worktree.path / "a.py", "A = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    tip = actor.tip().get()
+
+    assert tip != world.base and (bare / "refused").exists()  # the first push was refused
+    assert git(bare, "rev-parse", BRANCH) == tip  # and the second published the commit

@@ -140,6 +140,34 @@ def test_a_folder_of_the_user_s_where_the_worktree_would_go_is_refused_and_left_
 # -- reading it ----------------------------------------------------------------------------------
 
 
+def test_lanes_making_their_worktrees_at_the_same_moment_all_get_one(repo: Path) -> None:
+    """CI, issue 14: two lanes started together; one's `git worktree add` failed while the other's
+    `git worktree prune` removed its half-made entry. Eight at once here, each on its own branch."""
+    import threading
+
+    gate, failures = threading.Barrier(8), []
+    trees = [
+        Worktree(repo, repo / ".lopen" / "worktrees" / "m.components" / f"c{n}", f"lopen/m--c{n}") for n in range(8)
+    ]
+
+    def make(tree: Worktree) -> None:
+        gate.wait()
+        try:
+            tree.ensure()
+        except GitError as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=make, args=(tree,)) for tree in trees]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert all(f"branch refs/heads/lopen/m--c{n}" in listed for n in range(8))
+    assert all((tree.path / "app.py").is_file() for tree in trees)
+
+
 def test_the_tree_holds_the_files_as_they_are_without_touching_the_worktree_s_index(wt: Worktree) -> None:
     write(wt.path / "app.py", "print('changed')\n")  # modified
     (wt.path / "README.md").unlink()  # deleted

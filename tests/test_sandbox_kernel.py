@@ -290,3 +290,29 @@ def test_detection_here_matches_what_runs_here():
         assert protection.kind == "landlock"
     else:
         assert protection.warning
+
+
+def test_the_cli_is_started_unconfined_to_unpack_only_when_its_version_is_not_extracted(tmp_path: Path) -> None:
+    """Every run started `copilot --version` once before the sandbox (about 0.2 s of the isolation's
+    cost): it is needed only when the cache lacks this version's fully extracted bundle."""
+    package = tmp_path / "node_modules" / "@github" / "copilot-linux-x64"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text('{"name": "@github/copilot-linux-x64", "version": "9.9.9"}')
+    ran = tmp_path / "ran"
+    cli = package / "copilot"
+    cli.write_text(f"#!/bin/sh\necho \"$@\" >> {ran}\n")
+    cli.chmod(0o755)
+    env = {"HOME": str(tmp_path / "home"), "PATH": os.environ["PATH"]}
+
+    kernel.unpack_cli(str(cli), env)
+    assert ran.read_text() == "--version\n"  # nothing extracted yet: the CLI unpacks itself
+
+    marker = tmp_path / "home" / ".cache" / "copilot" / "pkg" / "linux-x64" / "9.9.9" / ".extraction-complete"
+    marker.parent.mkdir(parents=True)
+    kernel.unpack_cli(str(cli), env)
+    assert ran.read_text() == "--version\n--version\n"  # a half-extracted bundle (no marker): again
+
+    marker.touch()
+    kernel.unpack_cli(str(cli), env)
+    kernel.unpack_cli(str(cli), {**env, "XDG_CACHE_HOME": str(tmp_path / "elsewhere")})
+    assert ran.read_text() == "--version\n" * 3  # extracted: not run; another cache folder: run

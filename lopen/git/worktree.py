@@ -14,6 +14,7 @@ oracle judges that tree, and ``commit(tree, parent, message)`` makes a commit of
 from __future__ import annotations
 
 import codecs
+import fcntl
 import hashlib
 import os
 import re
@@ -131,8 +132,17 @@ class Worktree:
         """Create the branch and the worktree when missing. A new branch starts at ``start_at`` — where
         the module's history says the branch is (another clone's work, fetched) — or else at the user's HEAD.
 
-        Returns ``(branch created, the commit it started at)``.
+        Returns ``(branch created, the commit it started at)``. Worktrees of one repository are made one
+        at a time (a lock file under ``.lopen/``): lanes and workers start together, and git's
+        ``worktree prune`` and ``worktree add`` of one must not meet another's half-made worktree.
         """
+        lock = self.repo_root / ".lopen" / "worktrees.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+            return self._ensure(start_at)
+
+    def _ensure(self, start_at: str) -> tuple[bool, str]:
         repo = Repository(self.repo_root)
         created = not repo.branch_exists(self.branch)
         if created and start_at and not repo.has_commit(start_at):

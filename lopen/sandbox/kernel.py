@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -189,10 +190,26 @@ def unpack_cli(cli_path: str, env: Mapping[str, str]) -> None:
     code there that the user's own, unconfined ``copilot`` would later run — so the CLI is run
     once, unconfined, with ``--version`` and the same environment: it extracts what is missing
     (and returns at once when everything is there). A failure here is left for the real start
-    to report.
+    to report. When the cache already holds this version, extracted to the end (the CLI's own
+    ``.extraction-complete`` marker), nothing is run: a start of the CLI saved on every run.
     """
+    if _extracted(cli_path, env):
+        return
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         subprocess.run([cli_path, "--version"], env=dict(env), capture_output=True, timeout=300, check=False)
+
+
+def _extracted(cli_path: str, env: Mapping[str, str]) -> bool:
+    """The CLI's bundle for its version and platform (its ``package.json``, next to the binary) is fully
+    extracted in the cache the CLI will use (``$XDG_CACHE_HOME``, else ``$HOME/.cache``)."""
+    try:
+        meta = msgspec.json.decode((Path(cli_path).resolve().parent / "package.json").read_bytes())
+        version, platform = str(meta["version"]), str(meta["name"]).rsplit("copilot-", 1)[1]
+    except (OSError, msgspec.DecodeError, KeyError, IndexError, TypeError):
+        return False
+    home = env.get("HOME") or str(Path.home())
+    cache = Path(env.get("XDG_CACHE_HOME") or Path(home) / ".cache")
+    return (cache / "copilot" / "pkg" / platform / version / ".extraction-complete").is_file()
 
 
 def launch(protection: Protection, confinement: Plan, cli_path: str) -> tuple[str, list[str]]:

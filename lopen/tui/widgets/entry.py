@@ -1,11 +1,14 @@
 """The base of every activity-pane entry: a ``Static`` drawn from one ``lopen.tui.state.Entry``.
 
 A subclass implements ``draw() -> Content``; ``sync(entry)`` redraws only when the entry's ``rev``
-moved on, so a frame with a thousand entries redraws the two that changed.
+moved on, so a frame with a thousand entries redraws the two that changed. A redraw that cannot
+change the entry's height (as many lines as before, none of them wrapping) repaints the entry alone:
+no layout of the screen, which is what a running call's ticking clock and status changes cost.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.content import Content
 from textual.widgets import Static
 
@@ -28,6 +31,7 @@ class EntryView(Static):
         self.entry = entry
         self.drawn_rev = -1
         self.expanded = False
+        self._height: int | None = None  # the lines last drawn when none wrapped, else None
 
     def on_mount(self) -> None:
         self.redraw()
@@ -39,7 +43,12 @@ class EntryView(Static):
 
     def redraw(self) -> None:
         self.drawn_rev = self.entry.rev
-        self.update(self.draw())
+        content = self.draw()
+        lines = content.plain.split("\n")
+        width = self.content_size.width
+        height = len(lines) if width and all(cell_len(line) < width for line in lines) else None
+        self.update(content, layout=height is None or height != self._height)
+        self._height = height
 
     def draw(self) -> Content:
         raise NotImplementedError
