@@ -300,7 +300,7 @@ def test_the_cli_is_started_unconfined_to_unpack_only_when_its_version_is_not_ex
     (package / "package.json").write_text('{"name": "@github/copilot-linux-x64", "version": "9.9.9"}')
     ran = tmp_path / "ran"
     cli = package / "copilot"
-    cli.write_text(f"#!/bin/sh\necho \"$@\" >> {ran}\n")
+    cli.write_text(f'#!/bin/sh\necho "$@" >> {ran}\n')
     cli.chmod(0o755)
     env = {"HOME": str(tmp_path / "home"), "PATH": os.environ["PATH"]}
 
