@@ -8,6 +8,7 @@ events stay in the store (the audit trail is never rewritten) and `lopen replay`
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -94,7 +95,17 @@ def _session_or_fail(store: EventStore, session_id: str | None) -> SessionView:
 
 
 def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) + "Z" if at else "-"
+    """``2026-11-26 09:12Z`` (UTC, to the minute); "-" when never."""
+    if not at:
+        return "-"
+    day, seconds = divmod(int(at), 86_400)
+    return f"{_day(day)} {seconds // 3600:02}:{seconds % 3600 // 60:02}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _day(day: int) -> str:
+    """A UTC day's date: a list of a thousand sessions formats each day once."""
+    return time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
 
 
 def _write(lines: Iterator[bytes]) -> None:
@@ -355,28 +366,27 @@ def list_sessions(
         views = store.projections
         views.catch_up()
         _warn_problems(store)
-        rows = []
         totals = views.tokens.sessions(every_project=every_project)  # one query, not one per session
-        for s in views.sessions.all(every_project=every_project):
-            tokens = totals.get((s.project, s.id))
-            rows.append(
-                {
-                    "id": s.id,
-                    "project": s.project,
-                    "module": s.module,
-                    "status": s.status,
-                    "phase": s.phase,
-                    "step": s.step,
-                    "started_at": s.started_at,
-                    "updated_at": s.updated_at,
-                    "resumed_from": s.resumed_from,
-                    "tokens": tokens.total if tokens else 0,
-                }
-            )
+        listed = [(s, totals.get((s.project, s.id))) for s in views.sessions.all(every_project=every_project)]
     if as_json:
+        rows = [
+            {
+                "id": s.id,
+                "project": s.project,
+                "module": s.module,
+                "status": s.status,
+                "phase": s.phase,
+                "step": s.step,
+                "started_at": s.started_at,
+                "updated_at": s.updated_at,
+                "resumed_from": s.resumed_from,
+                "tokens": tokens.total if tokens else 0,
+            }
+            for s, tokens in listed
+        ]
         typer.echo(msgspec.json.encode(rows).decode())
         return
-    if not rows:
+    if not listed:
         typer.echo("no sessions yet: `lopen run <module>` starts one")
         return
     header = ("SESSION", "MODULE", "STATUS", "STEP", "STARTED", "TOKENS")
@@ -384,19 +394,19 @@ def list_sessions(
         header = ("PROJECT", *header)
     table = [header] + [
         (
-            *((r["project"],) if every_project else ()),
-            r["id"],
-            r["module"],
-            r["status"],
-            f"{r['step']} {r['phase']}".strip(),
-            _when(r["started_at"]),
-            f"{r['tokens']:,}",
+            *((s.project,) if every_project else ()),
+            s.id,
+            s.module,
+            s.status,
+            f"{s.step} {s.phase}".strip(),
+            _when(s.started_at),
+            f"{tokens.total if tokens else 0:,}",
         )
-        for r in rows
+        for s, tokens in listed
     ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    widths = [max(map(len, column)) for column in zip(*table, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format
+    typer.echo("\n".join(line(*row).rstrip() for row in table))  # one write: a thousand sessions, a thousand lines
 
 
 @session_app.command("show")
