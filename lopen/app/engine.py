@@ -58,6 +58,23 @@ def attach_telemetry(store: EventStore, project: str, settings: Settings) -> Tel
 STOP_TIMEOUT = 3.0  # seconds the actors and the CLI get to stop
 
 
+def start_gateway(
+    store: EventStore, project: str, settings: Settings, root: Path, worktree: Worktree, *, lanes: bool
+) -> tuple[Gateway, Telemetry]:
+    """The run's telemetry (inert unless OTEL_* asks; warns on stderr) and the Copilot CLI started with it,
+    confined to ``worktree`` (and the component worktrees with ``lanes``). Make the worktree first: the
+    sandbox binds it. The caller closes both; a CLI that cannot start closes the telemetry here."""
+    telemetry = attach_telemetry(store, project, settings)
+    config = msgspec.structs.replace(
+        gateway_config(settings, root, worktree, lanes=lanes), telemetry=telemetry.copilot_telemetry()
+    )
+    try:
+        return Gateway(config).start(), telemetry
+    except BaseException:
+        telemetry.close()
+        raise
+
+
 def gateway_config(
     settings: Settings, root: Path, worktree: Worktree | None = None, *, lanes: bool = False
 ) -> GatewayConfig:
@@ -258,18 +275,10 @@ def run_module(
                 return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
             interrupt = interrupt if interrupt is not None else Interrupt()
             created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI: its sandbox binds it
-            telemetry = attach_telemetry(store, project, settings)  # inert unless OTEL_* asks; warns on stderr
             lanes = stop_before != "building" and (
                 settings.workflow.parallelism > 1 or journal.read(lanes_pending)  # lane work under way is finished
             )
-            config = msgspec.structs.replace(
-                gateway_config(settings, root, worktree, lanes=lanes), telemetry=telemetry.copilot_telemetry()
-            )
-            try:
-                gateway = Gateway(config).start()
-            except BaseException:
-                telemetry.close()
-                raise
+            gateway, telemetry = start_gateway(store, project, settings, root, worktree, lanes=lanes)
             try:
                 protection = gateway.protection
                 session_id = open_session(

@@ -16,26 +16,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
-
 from actors.conductor import Interrupt, end_session
 from events.journal import Journal
 from events.locks import WorkerMark, module_lock
 from lopen.app.crew import Crew, Parts
 from lopen.app.engine import (
     STOP_TIMEOUT,
-    attach_telemetry,
     check_spec,
     completed,
-    gateway_config,
     keep_plan_file,
     open_session,
+    start_gateway,
     worker_name,
     worktree_for,
 )
 from lopen.app.interrupt import stopping_on_signals
 from lopen.config import Settings
-from lopen.copilot.gateway import Gateway
 from lopen.copilot.locate import find_cli
 from lopen.copilot.results import StreamEvent
 from lopen.errors import LopenError
@@ -73,17 +69,8 @@ def run_worker(
             if journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
                 return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
             interrupt = interrupt if interrupt is not None else Interrupt()
-            with module_lock(root, f"{module}.setup"):  # one worker at a time makes the module's worktree
-                created, _ = worktree.ensure(journal.read(lambda s: s.tip))
-            telemetry = attach_telemetry(store, project, settings)
-            config = msgspec.structs.replace(
-                gateway_config(settings, root, worktree, lanes=True), telemetry=telemetry.copilot_telemetry()
-            )
-            try:
-                gateway = Gateway(config).start()
-            except BaseException:
-                telemetry.close()
-                raise
+            created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # one at a time: Worktree.ensure locks
+            gateway, telemetry = start_gateway(store, project, settings, root, worktree, lanes=True)
             try:
                 protection = gateway.protection
                 session_id = open_session(
