@@ -62,22 +62,31 @@ def assess(state: ModuleState) -> Assessment:
         return Assessment(
             step=4, kind=Kind.PLANNING.value, component=selected.slug, why=f"component {selected.slug} has no tasks yet"
         )
-    open_tasks = [t for t in tasks if t.state != "complete"]
-    if open_tasks:
-        task = open_tasks[0]
-        return Assessment(
-            step=6,
-            kind=Kind.TASK.value,
-            component=selected.slug,
-            task=task.id,
-            last_task_of_component=len(open_tasks) == 1,
-            why=f"task {task.id} is {task.state}",
-        )
+    building = first_open_task(state, selected.slug)
+    if building is not None:
+        return building
     return Assessment(
         step=6,
         kind=Kind.COMPONENT_VERIFICATION.value,
         component=selected.slug,
         why=f"all tasks of {selected.slug} are complete; the component is not verified yet",
+    )
+
+
+def first_open_task(state: ModuleState, slug: str) -> Assessment | None:
+    """Step 6 on component ``slug``'s first task that is not complete (tasks go in order); None when
+    every task is complete."""
+    open_tasks = [t for t in state.component_tasks(slug) if t.state != "complete"]
+    if not open_tasks:
+        return None
+    task = open_tasks[0]
+    return Assessment(
+        step=6,
+        kind=Kind.TASK.value,
+        component=slug,
+        task=task.id,
+        last_task_of_component=len(open_tasks) == 1,
+        why=f"task {task.id} is {task.state}",
     )
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import msgspec
 
 from events.fold import MODULE_ITEM, PLAN_ITEM, ModuleState
-from lopen.workflow.decide import Assessment
+from lopen.workflow.decide import Assessment, first_open_task
 from lopen.workflow.steps import Kind
 
 __all__ = [
@@ -76,19 +76,10 @@ def fan_out(state: ModuleState, parallelism: int) -> bool:
 def component_step(state: ModuleState, slug: str) -> Assessment:
     """The next step of component ``slug`` in its lane: its first unfinished task, its verification,
     its merge (kind ``merge``), or ``done``."""
-    tasks = state.component_tasks(slug)
-    open_tasks = [t for t in tasks if t.state != "complete"]
-    if open_tasks:
-        task = open_tasks[0]
-        return Assessment(
-            step=6,
-            kind=Kind.TASK.value,
-            component=slug,
-            task=task.id,
-            last_task_of_component=len(open_tasks) == 1,
-            why=f"task {task.id} is {task.state}",
-        )
-    if not tasks:
+    building = first_open_task(state, slug)
+    if building is not None:
+        return building
+    if not state.component_tasks(slug):
         return Assessment(step=4, kind=Kind.PLANNING.value, component=slug, why=f"component {slug} has no tasks yet")
     if not state.verified("component", slug):
         return Assessment(
