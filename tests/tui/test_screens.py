@@ -11,6 +11,7 @@ from textual.widgets import Button, DataTable, Markdown, Static
 from events import catalogue as ev
 from events.errors import StoreWriteError
 from events.store import EventStore
+from lopen.copilot import results as stream
 from lopen.tui import stub
 from lopen.tui.app import LopenApp
 from lopen.tui.contract import RunOutcome
@@ -343,3 +344,39 @@ async def test_no_color_and_ascii(tmp_path: Path) -> None:
             assert labels[0].startswith("> ") and labels[1].startswith("o ")
             top = app.screen.query_one(TopBar).render().plain
             assert "***" in top and "●" not in top and "│" not in top
+
+
+async def test_the_activity_pane_keeps_the_newest_entry_in_view_until_the_person_scrolls_up(tmp_path: Path) -> None:
+    """Entries that grow after they were drawn (a narrower terminal wraps them) keep the newest line in
+    view; scrolling up stops the following, End starts it again. CI once drew a running call below
+    the pane's bottom edge: the pane had scrolled to the end before the call's line wrapped."""
+    with EventStore.open(tmp_path) as store:
+        store.append(stream_id(), stub.stub_events())
+        app = LopenApp(OPTIONS).for_watch(store, PROJECT, MODULE, poll=False)
+        async with app.run_test(size=(100, 24)) as pilot:
+            pane = app.screen.query_one(ActivityPane)
+            at_end = lambda: pane.max_scroll_y > 0 and pane.scroll_y == pane.max_scroll_y  # noqa: E731
+            await settle(pilot, at_end)
+            wide, tall = pane.size.width, pane.max_scroll_y
+            await pilot.resize_terminal(70, 24)  # the context pane goes, the activity pane narrows
+            await settle(pilot, lambda: pane.size.width != wide)
+            await pilot.resize_terminal(40, 24)  # every long line wraps: the content grows
+            await settle(pilot, lambda: pane.size.width < 40 and pane.max_scroll_y > tall)
+            await settle(pilot, at_end)
+            newest = list(pane.children)[-1]
+            assert newest.region.bottom <= pane.content_region.bottom
+
+            pane.focus()
+            await pilot.press("pageup")
+            mark = pane.scroll_y
+            assert mark < pane.max_scroll_y
+            app.feed.on_stream(stream.AssistantText(text="a word while the person reads above"))
+            newest_says = lambda text: text in str(list(pane.children)[-1].content)  # noqa: E731
+            await settle(pilot, lambda: newest_says("reads above"))
+            await pilot.pause()
+            assert pane.scroll_y == mark  # the person's place is kept
+
+            await pilot.press("end")
+            app.feed.on_stream(stream.ToolStarted(call_id="c9", name="bash", arguments={"command": "pytest -q"}))
+            await settle(pilot, lambda: at_end() and newest_says("pytest -q"))
+            assert list(pane.children)[-1].region.bottom <= pane.content_region.bottom

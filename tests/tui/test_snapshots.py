@@ -26,6 +26,8 @@ from lopen.tui.screens.picker import PickerScreen
 from lopen.tui.widgets import markdown_view
 from lopen.tui.widgets.activity import ActivityPane
 
+from .conftest import settle
+
 OPTIONS = TuiOptions(landing=False, animate=False, who="tui:tester")
 
 
@@ -49,10 +51,14 @@ async def live(pilot) -> None:
     app.feed.on_stream(stream.AssistantText(text="core/1 is committed. Next: join the words with the separator."))
     app.feed.on_stream(stream.ToolStarted(call_id="c9", name="bash", arguments={"command": "python -m pytest -q"}))
     pane = app.screen.query_one(ActivityPane)
-    for _ in range(100):  # the pane scrolls to the newest entry after the refresh that drew it
-        await pilot.pause()
-        if pane.max_scroll_y and pane.scroll_y >= pane.max_scroll_y:
-            break
+
+    def drawn() -> bool:  # the running call is laid out and the pane is at its bottom
+        calls = pane.tool_calls()
+        return bool(calls and calls[-1].entry.tool == "bash" and calls[-1].region.height) and (
+            pane.scroll_y == pane.max_scroll_y
+        )
+
+    await settle(pilot, drawn)
     await pilot.pause()
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 
 from lopen.tui.state import Entry
 from lopen.tui.widgets.entry import EntryView
@@ -59,11 +60,24 @@ class ActivityPane(VerticalScroll, can_focus=True):
         self.border_title = "Activity"
         self._views: dict[int, EntryView] = {}
         self.selected: ToolCallView | None = None
-        self.follow = True  # keep the newest entry in view; off once the person scrolls up
 
     def on_mount(self) -> None:
         if getattr(self.app, "animate", True):
             self.set_interval(0.25, self._tick)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        """Follow the newest entry whenever the entries are taller than the pane.
+
+        Anchored, the pane stays at its bottom whatever grows (a new entry, a line that wraps on a
+        narrower terminal) until the person scrolls up; back at the bottom (End), it follows again.
+        Entries that fit are not anchored: Textual would draw them at the pane's bottom edge.
+        """
+        overflows = size.height > self.scrollable_content_region.height
+        if overflows and not self.is_anchored:
+            self.anchor()
+        elif not overflows and self.is_anchored:
+            self.anchor(False)
+            self.scroll_home(animate=False, immediate=True)
 
     def _tick(self) -> None:
         for view in self._views.values():
@@ -91,34 +105,6 @@ class ActivityPane(VerticalScroll, can_focus=True):
                 view.sync(entry)
         if fresh:
             self.mount_all(fresh)
-        if self.follow and (fresh or gone):
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
-
-    # the person's scrolling decides whether the pane follows new entries
-    def on_mouse_scroll_up(self) -> None:
-        self.follow = False
-
-    def on_mouse_scroll_down(self) -> None:
-        self.call_after_refresh(self._follow_if_at_end)
-
-    def _follow_if_at_end(self) -> None:
-        self.follow = self.scroll_y >= self.max_scroll_y - 1
-
-    def action_scroll_up(self) -> None:
-        self.follow = False
-        super().action_scroll_up()
-
-    def action_page_up(self) -> None:
-        self.follow = False
-        super().action_page_up()
-
-    def action_scroll_home(self) -> None:
-        self.follow = False
-        super().action_scroll_home()
-
-    def action_scroll_end(self) -> None:
-        self.follow = True
-        super().action_scroll_end()
 
     def tool_calls(self) -> list[ToolCallView]:
         return [v for v in self._views.values() if isinstance(v, ToolCallView)]
