@@ -49,10 +49,13 @@ if TYPE_CHECKING:
 PAGE_LIMIT = 1000  # most events one replay page returns
 DEFAULT_PAGE = 200
 CONTROL_TOOLS = ("start_run", "pause_run", "resume_run", "queue_message", "approve_spec")
+WIND_DOWN_SECONDS = 30.0  # how long start/resume waits for a run that recorded its pause or end to exit
 
 
 class Operations:
     """Lopen's operations on the project at ``root``; every result is plain JSON-able data."""
+
+    sleep = staticmethod(time.sleep)  # how a wait for a closing run passes (a test makes it do the closing)
 
     def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
         self.root = root
@@ -415,13 +418,25 @@ class Operations:
                 f"Lopen builds from docs/requirements/{module}/SPECIFICATION.md",
                 "write it (see docs/specifications.md), then approve it",
             )
-        holder = ModuleLock(self.root, module).holder()
+        lock = ModuleLock(self.root, module)
+        holder = lock.holder()
+        if holder is not None and not self._has_running_session(module):
+            # The holder recorded its pause or its end and is closing (a client that saw "paused"
+            # and resumes at once meets it here): wait for it to let go of the module.
+            deadline = time.monotonic() + WIND_DOWN_SECONDS
+            while holder is not None and time.monotonic() < deadline:
+                self.sleep(0.1)
+                holder = lock.holder()
         if holder is not None:
             raise LopenError(
                 f"module {module} is already being run (pid {holder})",
                 "one run per module at a time",
                 "watch it with replay_session, pause it with pause_run",
             )
+
+    def _has_running_session(self, module: str) -> bool:
+        with self.store() as (store, _):
+            return any(node.status == "running" for node in self._state(store, module).sessions.values())
 
     def _spawn(self, module: str, args: list[str]) -> dict[str, Any]:
         """``lopen <args>`` detached from this server, its output in ``.lopen/runs/<module>-<time>.log``."""

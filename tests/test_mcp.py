@@ -291,6 +291,39 @@ def test_control_on_an_unknown_module_says_what_why_and_how(steered: Path) -> No
     run(test)
 
 
+def test_resume_waits_for_a_paused_run_that_is_still_closing_and_refuses_a_running_one(steered: Path) -> None:
+    """A client that sees "paused" and resumes at once meets the pausing process still holding the
+    module (CI saw "already being run"): resume waits for it to let go. A running session's process
+    is refused at once."""
+    from events.locks import ModuleLock
+    from lopen.errors import LopenError
+    from lopen.mcp_server import Operations
+
+    ops = Operations(steered, server_env(steered))
+    closing = ModuleLock(steered, "greet")
+    closing.acquire()  # the run's process, busy with its last writes
+    waits: list[float] = []
+
+    def refuse(seconds: float) -> None:
+        waits.append(seconds)
+
+    ops.sleep = refuse  # type: ignore[method-assign]
+    with pytest.raises(LopenError, match="already being run"):
+        ops._not_running("greet")
+    assert waits == []  # the session is running: no waiting for it
+
+    with EventStore.open(steered) as store:
+        store.append(module_stream(story.PROJECT, "greet"), [ev.SessionPaused(session_id="greet-20261126-1")])
+
+    def close(seconds: float) -> None:
+        waits.append(seconds)
+        closing.release()  # the process exits while resume waits
+
+    ops.sleep = close  # type: ignore[method-assign]
+    ops._not_running("greet")
+    assert len(waits) == 1
+
+
 # -- streamable HTTP ------------------------------------------------------------------------------------
 
 
