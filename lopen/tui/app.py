@@ -18,6 +18,7 @@ the dialogs a run asks for from its own thread (``ask``/``approve`` block that t
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -45,6 +46,7 @@ from lopen.tui.symbols import Symbols
 from lopen.tui.widgets.prompt import PromptArea
 
 POLL_SECONDS = 0.5
+DRAW_SECONDS = 0.25  # the feed is drawn at most this often: a busy run costs a few frames a second
 
 
 class FeedPending(Message):
@@ -102,6 +104,8 @@ class LopenApp(App[int]):
             self._filters.append(Monochrome())
         self.state: ScreenState | None = None
         self.feed: Feed | None = None
+        self._drawn_at = 0.0  # monotonic time of the last feed frame
+        self._draw_scheduled = False
         self.steering: Steering | None = None
         self.main: MainScreen | None = None
         self.start_run: StartRun | None = None
@@ -209,6 +213,19 @@ class LopenApp(App[int]):
             self.run_worker(feed.poll, thread=True, group="poll", exclusive=True, exit_on_error=False)
 
     def on_feed_pending(self, _message: FeedPending) -> None:
+        """Draw what arrived — at most every ``DRAW_SECONDS``: what arrives sooner waits in the feed
+        for the next frame, so the screen costs the run's threads little time (they share the GIL)."""
+        wait = self._drawn_at + DRAW_SECONDS - time.monotonic()
+        if wait > 0:
+            if not self._draw_scheduled:
+                self._draw_scheduled = True
+                self.set_timer(wait, self._draw_feed)
+            return
+        self._draw_feed()
+
+    def _draw_feed(self) -> None:
+        self._draw_scheduled = False
+        self._drawn_at = time.monotonic()
         if self.feed is None or self.state is None:
             return
         folded = self.feed.drain(self.state)
@@ -220,7 +237,6 @@ class LopenApp(App[int]):
             self.call_after_refresh(self._mark_rendered, seqs)
 
     def _mark_rendered(self, seqs: list[int]) -> None:
-        import time
 
         now = time.perf_counter()
         for seq in seqs:

@@ -3,6 +3,7 @@ elsewhere — and the feed never blocks or drops an event."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from pathlib import Path
 
@@ -71,6 +72,36 @@ async def test_a_watcher_polls_a_store_another_process_writes(tmp_path: Path) ->
             app.feed.poll()  # what the timer runs every POLL_SECONDS, in a worker thread
             await settle(pilot, lambda: "Normalize text" in tree_text(app))
             assert app.state.version == len(plan_events())
+
+
+async def test_a_busy_run_is_drawn_a_few_frames_a_second_and_its_last_events_are_drawn(store: EventStore) -> None:
+    """Frames are what the TUI costs a run (its threads share the GIL with the screen): events arriving
+    faster than DRAW_SECONDS wait in the feed for the next frame — none is lost, the last ones too."""
+    import time
+
+    from lopen.tui.app import DRAW_SECONDS
+
+    store.append(stream_id(), plan_events())
+    app = LopenApp(OPTIONS).for_watch(store, PROJECT, MODULE, poll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        frames: list[float] = []
+        draw = app._draw_feed
+
+        def counted() -> None:
+            frames.append(time.monotonic())
+            draw()
+
+        app._draw_feed = counted  # type: ignore[method-assign]
+        last = len(plan_events())
+        for n in range(40):  # one append at a time, as a run appends, with the app running between them
+            store.append(stream_id(), [ev.ProgressReported(session_id=SESSION, progress=f"step {n}")])
+            last += 1
+            await pilot.pause()
+        await settle(pilot, lambda: app.state is not None and app.state.version == last)
+        assert 1 <= len(frames) < 40
+        gaps = [b - a for a, b in itertools.pairwise(frames)]
+        assert all(gap >= DRAW_SECONDS * 0.99 for gap in gaps), gaps
 
 
 def test_many_appends_wake_the_app_once_and_none_is_lost(store: EventStore) -> None:

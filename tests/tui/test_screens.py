@@ -84,7 +84,7 @@ async def test_a_run_shows_its_tree_and_tool_calls_and_ctrl_p_pauses_it(store: E
         await finished(pilot)
         assert isinstance(history(store)[-1], ev.SessionPaused)
         assert app.outcome == RunOutcome(2, SESSION, "paused")
-        assert app.screen.query_one(TopBar).data.run_state == "paused"
+        await settle(pilot, lambda: app.screen.query_one(TopBar).data.run_state == "paused")  # the next frame
 
 
 async def test_r_resumes_a_paused_run_and_ctrl_c_stops_one_cleanly(store: EventStore) -> None:
@@ -380,3 +380,21 @@ async def test_the_activity_pane_keeps_the_newest_entry_in_view_until_the_person
             app.feed.on_stream(stream.ToolStarted(call_id="c9", name="bash", arguments={"command": "pytest -q"}))
             await settle(pilot, lambda: at_end() and newest_says("pytest -q"))
             assert list(pane.children)[-1].region.bottom <= pane.content_region.bottom
+
+
+async def test_the_current_task_says_every_task_is_complete_once_none_is_left(store: EventStore) -> None:
+    store.append(stream_id(), plan_events())
+    app = LopenApp(OPTIONS).for_watch(store, PROJECT, MODULE, poll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        panel = app.screen.query_one("#task", Static)
+        await settle(pilot, lambda: "Normalize text" in str(panel.content))
+        store.append(
+            stream_id(),
+            [
+                ev.TaskStatusChanged(session_id=SESSION, task_id=task, from_state=before, to_state=after)
+                for task in ("core/1", "core/2")
+                for before, after in (("pending", "in-progress"), ("in-progress", "complete"))
+            ],
+        )
+        await settle(pilot, lambda: "every task is complete" in str(panel.content))
+        assert "plan is being made" not in str(panel.content)

@@ -81,7 +81,9 @@ class MainScreen(Screen[None]):
         if "activity" in changed:
             self.query_one(ActivityPane).sync(state.entries())
         if "context" in changed:
-            self.query_one(TaskPanel).show(state.current_task())
+            tasks = state.fold.tasks.values()
+            finished = bool(tasks) and all(task.state == "complete" for task in tasks)
+            self.query_one(TaskPanel).show(state.current_task(), finished)
             self.query_one(PlanTree).show(state.fold)
             self.resources = resources_of(state, self.root)
             self.query_one(ResourceList).show(self.resources)

@@ -27,6 +27,7 @@ from lopen.tui.widgets.verdict import VerdictView
 
 VISIBLE = 120  # entries drawn as widgets: layout cost grows with them (bin/bench-tui); the store keeps all
 SLACK = 40  # pruned in batches, so a busy pane relayouts for pruning once per SLACK entries
+TICK_SECONDS = 0.5  # a running call's spinner and clock: each tick is a frame, and frames cost the run CPU
 
 VIEWS: dict[str, type[EntryView]] = {
     "narrative": NarrativeView,
@@ -63,7 +64,7 @@ class ActivityPane(VerticalScroll, can_focus=True):
 
     def on_mount(self) -> None:
         if getattr(self.app, "animate", True):
-            self.set_interval(0.25, self._tick)
+            self.set_interval(TICK_SECONDS, self._tick)
 
     def watch_virtual_size(self, size: Size) -> None:
         """Follow the newest entry whenever the entries are taller than the pane.
@@ -99,7 +100,7 @@ class ActivityPane(VerticalScroll, can_focus=True):
         for entry in entries:
             view = self._views.get(entry.id)
             if view is None:
-                view = self._views[entry.id] = view_for(entry)
+                view = self._views[entry.id] = view_for(entry).draw_first()
                 fresh.append(view)
             else:
                 view.sync(entry)

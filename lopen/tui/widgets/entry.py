@@ -34,7 +34,14 @@ class EntryView(Static):
         self._height: int | None = None  # the lines last drawn when none wrapped, else None
 
     def on_mount(self) -> None:
-        self.redraw()
+        if self.drawn_rev != self.entry.rev:
+            self.redraw()
+
+    def draw_first(self) -> EntryView:
+        """Draw the entry before it is mounted, so that it is laid out in the frame that mounts it."""
+        self.drawn_rev = self.entry.rev
+        self.update(self.draw())
+        return self
 
     def sync(self, entry: Entry) -> None:
         if entry is not self.entry or entry.rev != self.drawn_rev:

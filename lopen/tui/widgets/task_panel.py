@@ -11,7 +11,10 @@ from lopen.tui.widgets import glyphs
 STATE_STYLE = {"complete": "$text-success", "in-progress": "$text-accent", "failed": "$text-error", "pending": "dim"}
 
 
-def task_content(task: TaskNode | None, symbols: object) -> Content:
+def task_content(task: TaskNode | None, symbols: object, finished: bool = False) -> Content:
+    """``finished``: every task of the plan is complete (no task is current because none is left)."""
+    if task is None and finished:
+        return Content.assemble((f"{symbols.task('complete')} ", "bold $text-success"), "every task is complete")  # type: ignore[attr-defined]
     if task is None:
         return Content.styled("no task yet: the plan is being made", "dim")
     mark = symbols.task(task.state)  # type: ignore[attr-defined]
@@ -44,12 +47,12 @@ class TaskPanel(Static):
         self.border_title = "Current task"
         self._key: object = None
 
-    def show(self, task: TaskNode | None) -> None:
+    def show(self, task: TaskNode | None, finished: bool = False) -> None:
         key = (
-            None
+            finished
             if task is None
             else (task.id, task.name, task.state, task.failures, tuple(task.subtasks), tuple(task.acceptance))
         )
         if key != self._key:
             self._key = key
-            self.update(task_content(task, glyphs(self)))
+            self.update(task_content(task, glyphs(self), finished))

@@ -54,7 +54,7 @@ class ToolCallView(EntryView):
         self.set_class(self.running, "-running")
         self.set_class(open_, "-open")
         if self.running:
-            tick = int(time.monotonic() * 8) if animate else 0
+            tick = int(time.monotonic() * 2) if animate else 0  # one step per tick of the pane
             mark, style = symbols.spinner(tick), "$text-accent"
             when = seconds(time.monotonic() - entry.started) if animate and entry.started else "running"
         elif entry.status == "ok":
