@@ -18,6 +18,7 @@ left them), ``reset_to_tip()`` (the worktree back to the last commit).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import msgspec
@@ -33,6 +34,7 @@ from lopen.git import GitError, Repository, Worktree
 from lopen.git.merge import commit_merge, is_ancestor, merge_trees
 
 PUSH_ATTEMPTS = 5  # pushes to git.remote that meet another worker's at the same moment are tried again
+FETCH_WAIT_SECONDS = 60.0  # how long a commit the history names may take to reach git.remote
 
 
 def commit_message(module: str, task: TaskNode, session_id: str) -> str:
@@ -164,9 +166,26 @@ class GitActor(pykka.ThreadingActor):
         return self.worktree.branch
 
     def _have(self, sha: str, branch: str = "") -> None:
-        """With a remote: fetch ``branch`` (default: the module's) when this clone lacks ``sha``."""
-        if self.remote and sha and not Repository(self.worktree.repo_root).has_commit(sha):
+        """With a remote: fetch ``branch`` (default: the module's) when this clone lacks ``sha``.
+
+        Another worker records a merge before it pushes it, so the history can name a commit the remote
+        does not have yet: the fetch is tried again (backing off) for up to ``FETCH_WAIT_SECONDS``."""
+        if not (self.remote and sha):
+            return
+        repo = Repository(self.worktree.repo_root)
+        deadline, pause = time.monotonic() + FETCH_WAIT_SECONDS, 0.05
+        while not repo.has_commit(sha):
             self.worktree.fetch(self.remote, branch or self._module_branch())
+            if repo.has_commit(sha):
+                return
+            if time.monotonic() >= deadline:
+                raise GitError(
+                    f"commit {sha[:10]} is in the module's history but not in {self.remote}",
+                    f"the worker that recorded it has not pushed it within {FETCH_WAIT_SECONDS:.0f} s",
+                    "check that worker (its push may have failed), then run again",
+                )
+            time.sleep(pause)  # the other worker's push is on its way
+            pause = min(pause * 2, 1.0)
 
     def _module_branch(self) -> str:
         return self.journal.read(lambda s: s.branch) or f"lopen/{self.journal.module}"

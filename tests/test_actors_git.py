@@ -404,3 +404,42 @@ def test_a_push_that_meets_another_at_the_same_moment_is_tried_again(world: Worl
 
     assert tip != world.base and (bare / "refused").exists()  # the first push was refused
     assert git(bare, "rev-parse", BRANCH) == tip  # and the second published the commit
+
+
+def test_a_commit_the_history_names_before_its_worker_pushed_it_is_fetched_once_it_lands(
+    world: World, tmp_path_factory, monkeypatch
+) -> None:
+    """CI, issue 14 (two machines): a worker records its merge, then pushes it; the other worker read the
+    history in between, fetched, and failed with 'not something we can merge'. The fetch is tried again
+    until the commit lands. Here the other machine's push lands right after the first fetch."""
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    actor = world.start(remote=str(bare))
+    assert actor.ensure().get() == BRANCH  # the module branch is published
+
+    other = tmp_path_factory.mktemp("machine-2") / "clone"
+    git(world.root, "clone", "-q", "-b", BRANCH, str(bare), str(other))
+    git(other, "config", "user.name", "Other")
+    git(other, "config", "user.email", "other@example.com")
+    write(other / "merged.py", "M = 1\n")
+    git(other, "add", "merged.py")
+    git(other, "commit", "-q", "-m", "merge of component b")
+    merged, tree = git(other, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD^{tree}")
+    world.journal.record(  # recorded by the other machine, not pushed yet
+        ev.CommitRecorded(sha=merged, message="merge", tree=tree, parent=world.base, branch=BRANCH)
+    )
+
+    fetches: list[str] = []
+    fetch = Worktree.fetch
+
+    def push_lands_after_the_first_fetch(self: Worktree, remote: str, branch: str = "") -> bool:
+        done = fetch(self, remote, branch)
+        fetches.append(branch)
+        if len(fetches) == 1:
+            git(other, "push", "-q", "origin", BRANCH)
+        return done
+
+    monkeypatch.setattr(Worktree, "fetch", push_lands_after_the_first_fetch)
+    assert actor.sync().get() == merged
+    assert len(fetches) == 2 and world.worktree.tip() == merged
+    assert (world.worktree.path / "merged.py").read_text() == "M = 1\n"
