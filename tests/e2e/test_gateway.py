@@ -224,14 +224,20 @@ def test_no_cli_process_survives_ctrl_c_or_an_exception(scripted, cli_path, tmp_
         gateway = Gateway(config).start()
         print(gateway.cli_pid, flush=True)
         if {ending!r} == "exception":
+            sys.stdin.readline()  # the test has seen the CLI alive
             raise RuntimeError("something broke")
         time.sleep(60)
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     pid = int(child.stdout.readline())
     assert _alive(pid)
     if ending == "ctrl-c":
         child.send_signal(signal.SIGINT)
+    else:
+        child.stdin.write("go\n")
+        child.stdin.flush()
     child.wait(timeout=30)
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
