@@ -239,7 +239,10 @@ class ForemanActor(pykka.ThreadingActor):
             self.jobs[PLAN_ITEM] = (planning, None)
             self._watch(PLAN_ITEM, self.planner.plan(planning, hint, notes, parallel=self.parallelism, lanes=lanes))
         verifying_claimed = (
-            work.verify_module and self.module_runner is not None and self._claim(MODULE_ITEM, self.worker)
+            work.verify_module
+            and self.module_runner is not None
+            and MODULE_ITEM not in self.jobs  # one verification of the module at a time
+            and self._claim(MODULE_ITEM, self.worker)
         )
         if work.verify_module and self.module_runner is not None and not verifying_claimed:
             lost.append(MODULE_ITEM)
@@ -302,8 +305,11 @@ class ForemanActor(pykka.ThreadingActor):
         if key.startswith("lane:"):
             self._lane_ended(key.removeprefix("lane:"), result)
             return
-        planning, _ = self.jobs.pop(key)
+        job = self.jobs.pop(key, None)
         self._release(key, "done")
+        if job is None:  # a result this loop no longer waits for
+            return
+        planning, _ = job
         if not isinstance(result, StepOutcome):
             return
         self.say(("✓ " if result.ok else "✗ ") + result.detail)

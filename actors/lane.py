@@ -24,7 +24,7 @@ from actors.guardrail import GuardrailActor, how_to_go_on
 from actors.messages import StepOutcome
 from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
-from events.fold import ModuleState, TaskNode, scope_key
+from events.fold import ModuleState, scope_key
 from events.journal import Journal
 from lopen.workflow.decide import Action, Assessment, after
 from lopen.workflow.schedule import DONE, MERGE, component_step
@@ -154,7 +154,7 @@ class LaneActor(pykka.ThreadingActor):
 
         def plan(state: ModuleState) -> tuple[list[ev.TaskSpec], str]:
             component = state.components[slug]
-            kept = [_as_spec(t) for t in state.component_tasks(slug)]
+            kept = [t.spec() for t in state.component_tasks(slug)]
             return kept, f"{slug}/{component.last_n + 1}"
 
         kept, task_id = self.journal.read(plan)
@@ -194,7 +194,7 @@ class LaneActor(pykka.ThreadingActor):
             out += [
                 ev.TasksRecorded(
                     component=slug,
-                    tasks=tuple(_as_spec(t) for t in tasks),
+                    tasks=tuple(t.spec() for t in tasks),
                 ),
                 ev.ComponentMergeConflicted(component=slug, into=into, redo=True),
                 ev.BranchEnsured(branch=lane.branch, created=True, base=into, worktree=lane.worktree, component=slug),
@@ -219,14 +219,3 @@ class LaneHandle(NamedTuple):
 
 LaneFactory = Callable[[str, Tally], LaneHandle]
 """Starts the lane of a component (its worktree, Git actor, Oracle, TaskRunner and LaneActor)."""
-
-
-def _as_spec(task: TaskNode) -> ev.TaskSpec:
-    """A planned task as ``TasksRecorded`` records it: how a component's plan is recorded again."""
-    return ev.TaskSpec(
-        id=task.id,
-        name=task.name,
-        description=task.description,
-        subtasks=tuple(task.subtasks),
-        acceptance=tuple(task.acceptance),
-    )

@@ -42,19 +42,19 @@ class OracleActor(pykka.ThreadingActor):
                 request.invocation_id,
                 scope=request.scope,
                 target=request.target,
+                instructions=evidence.conventions,
             )
             model = result.model
             if result.error is not None:
                 verdict = oracle.Verdict(
-                    passed=False, confidence=0.0, summary=f"the oracle could not answer: {result.error.message}"
+                    passed=False,
+                    confidence=0.0,
+                    summary=f"the reviewer could not answer ({result.error.message}). This is not a fault in your "
+                    "code: call the verify tool again later",
+                    reviewer_failed=True,
                 )
             else:
-                verdict = oracle.parse_verdict(result.final_message)
-        failing = [c for c in evidence.commands if not c.passed]
-        if verdict.passed and failing:
-            verdict = msgspec.structs.replace(
-                verdict, passed=False, summary=f"`{failing[0].command}` failed (exit {failing[0].exit_code})"
-            )
+                verdict = oracle.judge(oracle.parse_verdict(result.final_message), evidence)
         verdict = msgspec.structs.replace(verdict, tree=evidence.tree)
         attempt = self.journal.read(lambda s: s.attempts(request.scope, request.target)) + 1
         self.journal.record(
@@ -68,6 +68,7 @@ class OracleActor(pykka.ThreadingActor):
                     ev.Finding(severity=f.severity, category=f.category, description=f.description, location=f.location)
                     for f in verdict.findings
                 ),
+                criteria=tuple(ev.CriterionJudged(id=c.id, met=c.met, evidence=c.evidence) for c in verdict.criteria),
                 model=model,
                 attempt=attempt,
                 tree=evidence.tree,

@@ -75,6 +75,14 @@ class Finding(Item, kw_only=True):
     location: str = ""
 
 
+class CriterionJudged(Item, kw_only=True):
+    """The oracle's judgement of one acceptance criterion: met or not, with the evidence it cites."""
+
+    id: str
+    met: bool
+    evidence: str = ""
+
+
 # -- session lifecycle -----------------------------------------------------------------------
 
 
@@ -166,6 +174,8 @@ class InvocationStarted(Event, kw_only=True):
     prompt_size: int = 0
     sections_sent: tuple[str, ...] = ()
     parent_invocation: str = ""
+    instructions: tuple[str, ...] = ()  # the repository's instruction files sent, as path@hash
+    cli_tools: tuple[str, ...] | None = None  # the CLI's own tools offered (None = all of them)
 
 
 class InvocationFinished(Event, kw_only=True):
@@ -313,6 +323,7 @@ class OracleVerdictRecorded(Event, kw_only=True):
     confidence: float = 0.0
     summary: str = ""
     findings: tuple[Finding, ...] = ()
+    criteria: tuple[CriterionJudged, ...] = ()
     model: str = ""
     attempt: int = 1
     tree: str = ""

@@ -84,6 +84,16 @@ class TaskNode(msgspec.Struct, kw_only=True):
     failures: int = 0
     reasons: list[str] = []
 
+    def spec(self) -> ev.TaskSpec:
+        """The task as ``TasksRecorded`` records it: how a component's plan is recorded again."""
+        return ev.TaskSpec(
+            id=self.id,
+            name=self.name,
+            description=self.description,
+            subtasks=tuple(self.subtasks),
+            acceptance=tuple(self.acceptance),
+        )
+
 
 class ComponentNode(msgspec.Struct, kw_only=True):
     slug: str
@@ -232,12 +242,13 @@ class ModuleState(msgspec.Struct, kw_only=True):
         return verdict.attempts if verdict else 0
 
     def component_done(self, slug: str) -> bool:
-        """One rule: recorded done with no tasks, or every task complete and the component verified."""
+        """One rule: recorded done with no tasks (the module's verification still judges its criteria), or
+        every task complete, the component verified and its work on the module branch."""
         component = self.components.get(slug)
         if component is None:
             return False
         if not component.tasks:
-            return component.status == "done"
+            return component.status == "done"  # the planner's word; module verification still judges it
         return (
             all(t.state == "complete" for t in self.component_tasks(slug))
             and self.verified("component", slug)

@@ -287,6 +287,9 @@ def _tail(text: str, lines: int, full: bool) -> str:
 
 def _verdict_details(e: ev.OracleVerdictRecorded, full: bool) -> list[str]:
     out = [f"summary: {e.summary}"] if e.summary else []
+    for c in e.criteria:
+        said = "met" if c.met else "NOT MET"
+        out.append(f"criterion {c.id} {said}" + (f": {c.evidence}" if c.evidence else ""))
     for f in e.findings:
         where = f" ({f.location})" if f.location else ""
         kind = f" {f.category}" if f.category else ""
@@ -323,7 +326,7 @@ SHAPES: dict[type[Event], _Shape] = {
     ),
     ev.OracleVerdictRecorded: _Shape(
         lambda e, g: f"{e.scope} {e.target} " + (f"{g.good} passed" if e.passed else f"{g.bad} REJECTED"),
-        frozenset({"scope", "target", "passed", "summary", "findings", "raw"}),
+        frozenset({"scope", "target", "passed", "summary", "criteria", "findings", "raw"}),
         _verdict_details,
     ),
     ev.CompletionRefused: _Shape(

@@ -392,6 +392,7 @@ def _oracle(
             confidence=0.9 if passed else 0.8,
             summary=summary,
             findings=findings,
+            criteria=(ev.CriterionJudged(id=f"SLUG-0{task[-1]}", met=passed, evidence=f"slugify/core.py ({task})"),),
             model="scripted-mini",
             attempt=attempt,
             tree=tree,

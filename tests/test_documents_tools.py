@@ -121,6 +121,9 @@ def test_tool_table_and_argument_structs() -> None:
         msgspec.convert({"module": "auth", "section": "x", "extra": 1}, ReadSpecArgs)
     with pytest.raises(msgspec.ValidationError, match="missing required field `section`"):
         msgspec.convert({"module": "auth"}, ReadSpecArgs)
+    # the module is optional: Lopen's toolbox fills in the run's module
+    assert msgspec.convert({"section": "x"}, ReadSpecArgs).module == ""
+    assert msgspec.convert({}, ReadPlanArgs).module == ""
 
 
 def test_cli_modules_and_spec_check(ctx: Ctx, monkeypatch: pytest.MonkeyPatch) -> None:

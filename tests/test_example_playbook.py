@@ -38,26 +38,26 @@ VERIFY_SCOPES = {
 # Tool name -> (required arguments, optional arguments): Lopen's tool contract and the CLI's tools.
 TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
     "get_current_context": (set(), set()),
-    "read_spec": ({"module", "section"}, set()),
-    "read_research": ({"module", "topic"}, set()),
-    "read_plan": ({"module"}, set()),
-    "log_research": ({"module", "topic", "content"}, set()),
+    "read_spec": ({"section"}, {"module"}),
+    "read_research": ({"topic"}, {"module"}),
+    "read_plan": (set(), {"module"}),
+    "log_research": ({"topic", "content"}, {"module"}),
     "report_progress": ({"progress"}, set()),
     "record_dependencies": ({"dependencies"}, set()),
-    "record_components": ({"components"}, set()),
-    "select_component": ({"component", "reason"}, set()),
-    "record_tasks": ({"component", "tasks"}, set()),
-    "update_task_status": ({"task_id", "status"}, {"reason"}),
-    "verify_task_completion": ({"task_id"}, {"notes"}),
-    "verify_component_completion": ({"component"}, {"notes"}),
-    "verify_module_completion": ({"module"}, {"notes"}),
+    "record_components": ({"components"}, {"replace"}),
+    "select_component": ({"component"}, {"reason"}),
+    "record_tasks": ({"tasks"}, {"component", "replace"}),
+    "update_task_status": ({"status"}, {"task_id", "reason"}),
+    "verify_task_completion": (set(), {"task_id", "notes"}),
+    "verify_component_completion": (set(), {"component", "notes"}),
+    "verify_module_completion": (set(), {"module", "notes"}),
     "create": ({"path", "file_text"}, set()),
     "edit": ({"path", "old_str", "new_str"}, set()),
     "view": ({"path"}, set()),
     "bash": ({"command", "description"}, set()),
 }
 CLI_TOOLS = ("bash", "create", "edit", "view", "grep", "glob")
-SAFETY_NETS = {"oracle-any", "verify-component-core", "verify-component-cli"}
+SAFETY_NETS = {"oracle-any"}
 
 
 class Invocation(NamedTuple):
@@ -68,13 +68,16 @@ class Invocation(NamedTuple):
     last_of_component: bool = False
 
 
-# What Lopen runs for the example, in order (W2, W6).
+# What Lopen runs for the example, in order (W2, W6); a component's and the module's verification
+# ask the oracle directly, with no main-model invocation.
 DEMO_RUN = (
     Invocation("planning", 2),
     Invocation("task", 6, "core", "core/1"),
     Invocation("task", 6, "core", "core/2", last_of_component=True),
+    Invocation("component-verification", 6, "core"),
     Invocation("planning", 4),
     Invocation("task", 6, "cli", "cli/1", last_of_component=True),
+    Invocation("component-verification", 6, "cli"),
     Invocation("module-verification", 7),
 )
 
@@ -90,26 +93,22 @@ DEMO_RULES = [
     "oracle-core-2",
     "task-core-2",
     "oracle-component-core",
-    "task-core-2",
     "plan-next-component",
     "task-cli-1",
     "oracle-cli-1",
     "task-cli-1",
     "oracle-component-cli",
-    "task-cli-1",
-    "module-verification",
     "oracle-module",
-    "module-verification",
 ]
 
 # Usage of a full run, per model: (requests, prompt_tokens, completion_tokens, cached_tokens).
 # The end-to-end test of `lopen demo` expects exactly these totals.
 DEMO_TOTALS = {
-    MAIN_MODEL: (35, 370_655, 6_645, 304_086),
+    MAIN_MODEL: (31, 332_053, 6_303, 273_878),
     ORACLE_MODEL: (7, 32_923, 1_368, 10_240),
 }
 FALSE_CLAIM_TOTALS = {
-    MAIN_MODEL: (36, 381_726, 6_732, 314_862),
+    MAIN_MODEL: (32, 343_124, 6_390, 284_654),
     ORACLE_MODEL: (7, 32_923, 1_368, 10_240),
 }
 
@@ -205,6 +204,7 @@ def play(playbook: Any, project: Project | None = None) -> list[Request]:
     from lopen.workflow.oracle import Evidence
     from lopen.workflow.oracle import prompt as oracle_prompt
     from lopen.workflow.prompts import PromptContext, user_prompt
+    from lopen.workflow.rubric import Rubric
     from lopen.workflow.steps import Kind, toolset
 
     uses: dict[str, int] = {}
@@ -236,13 +236,19 @@ def play(playbook: Any, project: Project | None = None) -> list[Request]:
 
     def verify(scope: str, target: str, component: str, task: str) -> None:
         evidence = Evidence(
-            MODULE, scope, target, component, task, diff="", changed_files=[], acceptance=[], commands=[]
+            MODULE, scope, target, component, task, diff="", changed_files=[], rubric=Rubric(), commands=[]
         )
         converse(oracle_prompt(evidence), ORACLE_MODEL, (), on_call=lambda *_: None)
 
     for invocation in DEMO_RUN:
         kind = Kind(invocation.kind)
-        tools = toolset(kind, invocation.last_of_component)
+        if kind is Kind.COMPONENT_VERIFICATION:
+            verify("component", invocation.component, invocation.component, "")
+            continue
+        if kind is Kind.MODULE_VERIFICATION:
+            verify("module", MODULE, "", "")
+            continue
+        tools = toolset(kind)
         if kind is Kind.TASK:
             tools = (*tools, *CLI_TOOLS)
         context = PromptContext(

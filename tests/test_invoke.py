@@ -13,6 +13,7 @@ from events import catalogue as ev
 from events.journal import Journal
 from events.store import EventStore
 from lopen.config import Settings
+from lopen.config.model import Copilot
 from lopen.copilot.results import ContextWindow, InvocationResult, Usage, UsageReported
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.steps import Kind
@@ -93,3 +94,64 @@ def test_usage_is_recorded_per_call_with_one_premium_charge_per_prompt(journal: 
         ("c1b", 120, outcome.invocation_id),
     ]
     assert [e.premium for e in used] == [1.0, 0.0]  # "m" is a premium model: its prompt costs one request
+
+
+SPEC_WITH_HOOKS = SPEC + "\n## Skills & Hooks\n\n- verify-tests: `python -m pytest -q`\n"
+
+
+def started(journal: Journal) -> list[ev.InvocationStarted]:
+    return [r.event for r in journal.store.read_stream(journal.stream) if isinstance(r.event, ev.InvocationStarted)]
+
+
+def test_the_repositorys_agent_instructions_are_sent_by_lopen_and_recorded(journal: Journal) -> None:
+    root = journal.store.root
+    (root / "AGENTS.md").write_text("Run ./check.sh before each commit.\n")
+    (root / ".github").mkdir()
+    (root / ".github" / "copilot-instructions.md").write_text("Prefer dataclasses.\n")
+    gateway = Gateway()
+    Invoker(journal, gateway, Settings(), root, project_root=root).invoke(Kind.PLANNING, 2)
+
+    (request,) = gateway.requests
+    conventions = request.system_message.split("## The project's conventions")[1]
+    assert "Run ./check.sh before each commit." in conventions and "Prefer dataclasses." in conventions
+    assert "Lopen's rules above win" in request.system_message
+    (event,) = started(journal)
+    assert [label.split("@")[0] for label in event.instructions] == ["AGENTS.md", ".github/copilot-instructions.md"]
+    assert event.cli_tools == ("view", "grep", "glob")  # planning reads, it does not write
+
+
+def test_the_instructions_can_be_turned_off(journal: Journal) -> None:
+    root = journal.store.root
+    (root / "AGENTS.md").write_text("Run ./check.sh before each commit.\n")
+    settings = Settings(copilot=Copilot(repository_instructions=False))
+    gateway = Gateway()
+    Invoker(journal, gateway, settings, root, project_root=root).invoke(Kind.PLANNING, 2)
+    assert "check.sh" not in gateway.requests[0].system_message
+    assert started(journal)[0].instructions == ()
+
+
+def test_a_task_prompt_says_where_it_works_what_lopen_runs_and_that_verification_follows(journal: Journal) -> None:
+    root = journal.store.root
+    (root / "docs" / "requirements" / "auth" / "SPECIFICATION.md").write_text(SPEC_WITH_HOOKS)
+    gateway = Gateway()
+    invoker = Invoker(journal, gateway, Settings(), root, project_root=root)
+    invoker.invoke(
+        Kind.TASK, 6, component="core", task="core/1", task_text="Task core/1: Sign", last_task_of_component=True
+    )
+
+    (request,) = gateway.requests
+    assert f"The working directory, {root}, is the project's root" in request.system_message
+    assert "on the branch lopen/auth" in request.system_message
+    assert "is not to be edited — not even its checkboxes" in request.system_message
+    assert "packages cannot be installed" in request.system_message
+    assert "`python -m pytest -q`" in request.prompt and "Lopen has the whole component verified" in request.prompt
+    assert request.prompt.count("Task core/1: Sign") == 1  # the task's text once
+    assert request.builder and "bash" in (request.cli_tools or ()) and "task" not in (request.cli_tools or ())
+
+
+def test_without_the_builder_setting_the_cli_keeps_its_own_prompt_and_tools(journal: Journal) -> None:
+    gateway = Gateway()
+    settings = Settings(copilot=Copilot(builder_prompt=False))
+    Invoker(journal, gateway, settings, journal.store.root).invoke(Kind.PLANNING, 2)
+    (request,) = gateway.requests
+    assert (request.builder, request.cli_tools, request.guidance) == (False, None, "")

@@ -21,14 +21,16 @@ from lopen.app.engine import worktree_for
 from lopen.config import Settings
 from lopen.copilot import InvocationRequest, InvocationResult, LopenTool
 from lopen.copilot.results import ContextWindow, Usage
-from lopen.documents.tools import ReadPlanArgs
+from lopen.documents.tools import LogResearchArgs, ReadPlanArgs, ReadResearchArgs, ReadSpecArgs
 from lopen.project import ensure_lopen_dir, open_store
 from lopen.workflow.approval import approve_spec
 from lopen.workflow.evidence import EvidenceCollector
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.oracle import Verdict
 from lopen.workflow.spec_watch import SpecWatcher
+from lopen.workflow.steps import TOOLSETS
 from lopen.workflow.toolbox import (
+    DESCRIPTIONS,
     ComponentArg,
     RecordComponentsArgs,
     RecordTasksArgs,
@@ -75,7 +77,14 @@ None.
 
 None.
 """
-PASS = {"passed": True, "confidence": "high", "summary": "looks complete", "findings": []}
+CITES = ["[AUTH-01] sign() returns a signed token"]  # acceptance items cite the spec's criteria
+PASS = {
+    "passed": True,
+    "confidence": "high",
+    "summary": "looks complete",
+    "criteria": [{"id": "AUTH-01", "met": True, "evidence": "tokens.py:2, test_tokens.py:6"}],
+    "findings": [],
+}
 FAIL = {"passed": False, "confidence": 0.8, "summary": "not signed", "findings": []}
 
 
@@ -159,7 +168,7 @@ class World:
         box = self.toolbox("planning", 3)
         box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Core")]))
         box.select_component(SelectComponentArgs(component="core"))
-        box.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name=t) for t in tasks]))
+        box.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name=t, acceptance=CITES) for t in tasks]))
 
     def ran_tests(self, box: Toolbox, command: str = TESTS) -> None:
         """The model ran a bash command in the invocation (what the Invoker records as it streams)."""
@@ -188,6 +197,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     finally:
         w.oracle_ref.stop()
         w.store.close()
+
+
+COMPLETED = "core/1 is now complete; Lopen commits the verified files."
 
 
 def complete(box: Toolbox, task_id: str = "core/1") -> str:
@@ -269,7 +281,7 @@ def test_completing_when_the_tests_were_never_run_is_refused(world: World) -> No
     assert "never run" in refused.why and world.state().tasks["core/1"].state == "pending"
 
     world.ran_tests(box)
-    assert complete(box) == "core/1 is now complete"
+    assert complete(box).startswith(COMPLETED)
 
 
 def test_completing_after_the_files_changed_since_the_passing_verdict_is_refused(world: World) -> None:
@@ -292,7 +304,7 @@ def test_completing_after_the_files_changed_since_the_passing_verdict_is_refused
     assert world.state().tasks["core/1"].state == "pending"
 
     (world.worktree.path / "backdoor.py").unlink()  # back to what was judged: the verdict holds again
-    assert complete(box) == "core/1 is now complete"
+    assert complete(box).startswith(COMPLETED)
 
 
 def test_a_completion_records_the_verified_tree(world: World) -> None:
@@ -303,7 +315,7 @@ def test_a_completion_records_the_verified_tree(world: World) -> None:
     assert verify(box)["passed"]
     judged = world.events(ev.OracleVerdictRecorded)[-1]
 
-    assert complete(box) == "core/1 is now complete"
+    assert complete(box).startswith(COMPLETED)
 
     moves = [(e.from_state, e.to_state, e.tree, e.invocation_id) for e in world.events(ev.TaskStatusChanged)]
     assert moves == [
@@ -327,7 +339,7 @@ def test_caches_the_test_run_writes_do_not_change_the_verified_tree(world: World
     assert verify(box)["passed"]
     assert list((world.worktree.path / "__pycache__").glob("tokens.*.pyc"))  # the run left bytecode
 
-    assert complete(box) == "core/1 is now complete"
+    assert complete(box).startswith(COMPLETED)
     tree = world.state().tasks["core/1"].tree
     assert "__pycache__" not in git(world.root, "ls-tree", "-r", "--name-only", tree)
 
@@ -353,7 +365,7 @@ def test_the_oracle_session_gets_no_tools_and_judges_lopen_s_evidence(world: Wor
     verify(box)
 
     ((request, tools),) = world.model.requests
-    assert tools == [] and request.builtin_tools is False
+    assert tools == [] and request.cli_tools == ()
     assert "tokens.py" in request.prompt and "+    return 'signed'" in request.prompt
     assert f"$ {TESTS}  (exit 0)" in request.prompt
     verdict = world.events(ev.OracleVerdictRecorded)[-1]
@@ -412,7 +424,11 @@ def test_read_plan_returns_the_plan_recorded_in_this_invocation(world: World) ->
     )
     after_components = box.read_plan(ReadPlanArgs(module=MODULE))
     box.select_component(SelectComponentArgs(component="Key Store"))
-    box.record_tasks(RecordTasksArgs(component="key-store", tasks=[TaskArg(name="Store keys", subtasks=["rotate"])]))
+    box.record_tasks(
+        RecordTasksArgs(
+            component="key-store", tasks=[TaskArg(name="Store keys", subtasks=["rotate"], acceptance=CITES)]
+        )
+    )
     after_tasks = box.read_plan(ReadPlanArgs(module=MODULE))
 
     assert "**Key Store** `key-store`" in after_components and "**Token Issuer** `token-issuer`" in after_components
@@ -460,10 +476,13 @@ def test_select_component_refuses_one_whose_dependencies_are_not_complete(world:
     with pytest.raises(ToolError, match="no component 'Nope'; components are: key-store, token-issuer"):
         box.select_component(SelectComponentArgs(component="Nope"))
 
-    assert box.select_component(SelectComponentArgs(component="key-store")) == "selected key-store"
+    assert box.select_component(SelectComponentArgs(component="key-store")) == (
+        "selected key-store; next: record_tasks for key-store"
+    )
 
 
 def test_a_component_recorded_done_counts_as_complete_for_its_dependents(world: World) -> None:
+    """'done' is the planner's word (the module's verification still judges its criteria): no tasks of its own."""
     box = world.toolbox("planning", 4)
     box.record_components(
         RecordComponentsArgs(
@@ -475,7 +494,11 @@ def test_a_component_recorded_done_counts_as_complete_for_its_dependents(world: 
     )
     with pytest.raises(ToolError, match="already complete"):
         box.select_component(SelectComponentArgs(component="Key Store"))
-    assert box.select_component(SelectComponentArgs(component="Token Issuer")) == "selected token-issuer"
+    assert box.select_component(SelectComponentArgs(component="Token Issuer")).startswith("selected token-issuer")
+
+
+def tasks(*names: str, acceptance: list[str] = CITES) -> list[TaskArg]:
+    return [TaskArg(name=n, acceptance=acceptance) for n in names]
 
 
 def test_record_tasks_never_reuses_a_task_id_across_re_plans(world: World) -> None:
@@ -486,18 +509,18 @@ def test_record_tasks_never_reuses_a_task_id_across_re_plans(world: World) -> No
     runner.update_task_status(UpdateTaskStatusArgs(task_id="core/1", status="in-progress"))
 
     box = world.toolbox("planning", 5)
-    said = box.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name="Rotate keys")]))
+    said = box.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Rotate keys"), replace=True))
     # core/1 was started: it stays; core/2 was pending and is gone; the new task does not take its id
-    assert said == "the tasks of core are: core/1 (Sign tokens), core/3 (Rotate keys)"
-
-    box.record_tasks(
-        RecordTasksArgs(component="core", tasks=[TaskArg(name="Rotate keys"), TaskArg(name="Check tokens")])
+    assert said.startswith(
+        "the tasks of core are now: core/1 Sign tokens (in-progress), core/3 Rotate keys (pending). Next: record_tasks"
     )
+
+    box.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Rotate keys", "Check tokens"), replace=True))
     assert world.state().components["core"].tasks == ["core/1", "core/3", "core/4"]  # same name keeps its id
 
     later = Journal(world.store, world.project, MODULE)  # another session, another process
     toolbox = Toolbox(later, invocation_id="planning-x", step=5, documents_root=world.worktree.path)
-    toolbox.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name="Revoke")]))
+    toolbox.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Revoke"), replace=True))
     assert later.read(lambda s: s.components["core"].tasks) == ["core/1", "core/5"]
 
 
@@ -509,6 +532,195 @@ def test_a_contradiction_comes_back_as_a_refusal_the_model_can_read(world: World
     version = world.journal.version
 
     with pytest.raises(ToolError, match=r"refused: component core has started work \(core/1\) and cannot be dropped"):
-        box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Other")]))
+        box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Other")], replace=True))
 
     assert world.journal.version == version and list(world.state().components) == ["core"]
+
+
+# -- merging: one component or task per call keeps them all -------------------------------------------
+
+
+def test_components_recorded_one_per_call_are_all_kept_and_replace_replaces(world: World) -> None:
+    box = world.toolbox("planning", 3)
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Key Store")]))
+    said = box.record_components(
+        RecordComponentsArgs(components=[ComponentArg(name="Token Issuer", depends_on=["Key Store"])])
+    )
+    assert said == (
+        "the module's components are now: key-store (missing); token-issuer (missing, depends on key-store). "
+        "Next: select_component"
+    )
+    box.select_component(SelectComponentArgs(component="key-store"))
+    box.record_tasks(RecordTasksArgs(tasks=tasks("Store keys")))
+
+    # named again: updated in place by slug, its tasks stay; the others stay
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="key store", status="partial")]))
+    state = world.state()
+    assert list(state.components) == ["key-store", "token-issuer"]
+    assert (state.components["key-store"].status, state.components["key-store"].tasks) == ("partial", ["key-store/1"])
+
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Verifier")], replace=True))
+    assert list(world.state().components) == ["verifier"] and world.state().tasks == {}
+
+
+def test_tasks_recorded_one_per_call_are_all_kept(world: World) -> None:
+    world.plan("Sign tokens")
+    box = world.toolbox("planning", 5)
+    box.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Check tokens")))
+    said = box.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Rotate keys")))
+    assert said.startswith(
+        "the tasks of core are now: core/1 Sign tokens (pending), core/2 Check tokens (pending), "
+        "core/3 Rotate keys (pending). Next: "
+    )
+
+    # a pending task of the same name is updated in place and keeps its id
+    box.record_tasks(
+        RecordTasksArgs(
+            component="core",
+            tasks=[TaskArg(name="check tokens", description="verify signatures", acceptance=["[AUTH-01] checked"])],
+        )
+    )
+    checked = world.state().tasks["core/2"]
+    assert (checked.name, checked.description, checked.acceptance) == (
+        "check tokens",
+        "verify signatures",
+        ["[AUTH-01] checked"],
+    )
+    assert world.state().components["core"].tasks == ["core/1", "core/2", "core/3"]
+
+    # a started task stays as it is, whatever the call says
+    world.toolbox(component="core", task="core/1").update_task_status(
+        UpdateTaskStatusArgs(task_id="core/1", status="in-progress")
+    )
+    box.record_tasks(
+        RecordTasksArgs(component="core", tasks=[TaskArg(name="Sign tokens", description="changed", acceptance=CITES)])
+    )
+    assert world.state().tasks["core/1"].description == "" and world.state().tasks["core/1"].state == "in-progress"
+
+    # replace: the pending tasks are replaced by the list; the started one stays
+    box.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Revoke"), replace=True))
+    assert world.state().components["core"].tasks == ["core/1", "core/4"]
+
+    with pytest.raises(ToolError, match="task names must be distinct"):
+        box.record_tasks(RecordTasksArgs(component="core", tasks=tasks("Audit", "audit")))
+
+
+# -- ids Lopen knows default to the invocation's ----------------------------------------------------------
+
+
+def test_missing_ids_default_to_the_invocation_s(world: World) -> None:
+    world.plan("Sign tokens")
+    world.work()
+    box = world.toolbox(component="core", task="core/1")
+    world.ran_tests(box)
+    assert box.update_task_status(UpdateTaskStatusArgs(status="in-progress")).startswith("core/1 is now in-progress. ")
+    assert json.loads(box.verify_task(VerifyTaskArgs()))["passed"]
+    said = box.update_task_status(UpdateTaskStatusArgs(status="complete"))
+    assert said == (
+        f"{COMPLETED} Every task of core is complete: Lopen has the component verified next. "
+        "Nothing else to do in this invocation: end it with a one-line summary"
+    )
+    box.verify_component(VerifyComponentArgs())  # the invocation's component
+    assert world.events(ev.OracleVerdictRecorded)[-1].target == "core"
+
+    box.read_plan(ReadPlanArgs())
+    assert "Sign and check tokens." in box.tools(("read_spec",))[0].handler(ReadSpecArgs(section="Overview"))
+    box.log_research(LogResearchArgs(topic="signing", content="HMAC."))
+    assert box.tools(("read_research",))[0].handler(ReadResearchArgs(topic="signing")).startswith("# signing")
+    box.verify_module(VerifyModuleArgs())  # the run's module
+    assert world.events(ev.OracleVerdictRecorded)[-1].target == MODULE
+    with pytest.raises(ToolError, match="not 'billing'"):
+        box.verify_module(VerifyModuleArgs(module="billing"))
+
+
+def test_a_failed_task_says_what_happens_next(world: World) -> None:
+    world.plan("Sign tokens")
+    box = world.toolbox(component="core", task="core/1")
+    said = box.update_task_status(UpdateTaskStatusArgs(status="failed", reason="no key"))
+    assert said.startswith("core/1 is now failed; Lopen retries it in a fresh invocation")
+
+
+def test_record_tasks_and_verify_component_default_to_the_selected_component(world: World) -> None:
+    box = world.toolbox("planning", 3)
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Core")]))
+    with pytest.raises(ToolError, match=r"pass component: .*none is selected"):
+        box.record_tasks(RecordTasksArgs(tasks=tasks("Sign tokens")))
+    with pytest.raises(ToolError, match="pass task_id: this invocation has no task"):
+        box.update_task_status(UpdateTaskStatusArgs(status="in-progress"))
+    box.select_component(SelectComponentArgs(component="core"))
+
+    box.record_tasks(RecordTasksArgs(tasks=tasks("Sign tokens")))
+    assert world.state().components["core"].tasks == ["core/1"]
+    later = world.toolbox("component-verification")  # no component of its own: the selected one
+    with pytest.raises(ToolError, match="tasks not complete yet: core/1"):
+        later.verify_component(VerifyComponentArgs())
+
+
+# -- acceptance items cite the spec's criteria ---------------------------------------------------------
+
+
+def test_acceptance_must_cite_the_spec_s_criteria(world: World) -> None:
+    world.plan("Sign tokens")
+    box = world.toolbox("planning", 5)
+    version = world.journal.version
+
+    with pytest.raises(ToolError) as caught:
+        box.record_tasks(
+            RecordTasksArgs(
+                component="core",
+                tasks=[
+                    TaskArg(name="Check tokens", acceptance=["tokens are checked"]),
+                    TaskArg(name="Rotate keys", acceptance=["[AUTH-01] signed", "[AUTH-07] rotated yearly"]),
+                    TaskArg(name="Revoke", acceptance=["AUTH-01: a revoked token is refused"]),
+                ],
+            )
+        )
+
+    said = str(caught.value)
+    assert "'Check tokens' cites no criterion" in said
+    assert "'Rotate keys' cites AUTH-07, which the spec does not have" in said
+    assert "Revoke" not in said and "The spec's criteria are AUTH-01" in said
+    assert world.journal.version == version  # nothing recorded
+    with pytest.raises(ToolError, match="tasks without acceptance items: Empty"):
+        box.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name="Empty", acceptance=[])]))
+
+
+def test_acceptance_without_ids_is_fine_when_the_spec_has_none(world: World, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    write(
+        other / "docs" / "requirements" / MODULE / "SPECIFICATION.md",
+        SPEC.replace("[AUTH-01] tokens are signed", "tokens are signed"),
+    )
+    world.plan("Sign tokens")
+    box = Toolbox(world.journal, invocation_id="planning-x", step=5, documents_root=other)
+    box.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name="Check", acceptance=["checked"])]))
+    assert world.state().tasks["core/2"].acceptance == ["checked"]
+
+
+def undescribed(node: object, path: str) -> list[str]:
+    """The properties in a JSON schema, nested ones included, that have no description."""
+    if not isinstance(node, dict):
+        return []
+    found: list[str] = []
+    for name, prop in node.get("properties", {}).items():
+        found += [f"{path}.{name}"] * (not prop.get("description")) + undescribed(prop, f"{path}.{name}")
+    return found + undescribed(node.get("items"), f"{path}[]")
+
+
+def test_the_tools_state_their_contracts() -> None:
+    """Every tool says what it does in at least 100 characters, and every argument says what it is."""
+    names = tuple(dict.fromkeys(name for toolset in TOOLSETS.values() for name in toolset))
+    assert set(names) == set(DESCRIPTIONS)
+    box = Toolbox.__new__(Toolbox)  # the table needs no journal
+    for tool in Toolbox.tools(box, names):
+        assert 100 <= len(tool.description) <= 600, (tool.name, len(tool.description))
+        assert undescribed(tool.schema(), tool.name) == []
+    schema = {t.name: t.schema() for t in Toolbox.tools(box, names)}
+    assert schema["record_tasks"]["required"] == ["tasks"]
+    assert schema["record_tasks"]["properties"]["tasks"]["items"]["properties"]["acceptance"]["minItems"] == 1
+    assert schema["update_task_status"]["required"] == ["status"]
+    assert set(schema["record_components"]["properties"]["components"]["items"]["properties"]["status"]["enum"]) == {
+        "missing",
+        "partial",
+        "done",
+    }

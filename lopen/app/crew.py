@@ -95,12 +95,12 @@ class Crew:
             spec=(root, spec),
             remote=settings.git.remote,
         )
-        invoker = self.invoking(worktree, self.started)
+        invoker, verify = self.invoking(worktree, self.started)
         self.metrics = self.start(MetricsActor, store, project, module)
         self.assessor = self.start(AssessorActor, journal, watcher, worktree)
         self.guardrail = self.start(GuardrailActor, journal, settings, self.metrics, ask)
         self.planner = self.start(PlannerActor, journal, invoker)
-        self.task_runner = self.start(TaskRunnerActor, journal, invoker, self.git)
+        self.task_runner = self.start(TaskRunnerActor, journal, invoker, self.git, verify)
 
     def start(self, cls: type[pykka.ThreadingActor], *args: object, **kwargs: object) -> pykka.ActorProxy[Any]:
         return self._start(self.started, cls, *args, **kwargs)
@@ -113,17 +113,28 @@ class Crew:
         refs.append(ref)
         return ref.proxy()
 
-    def invoking(self, worktree: Worktree, refs: list[pykka.ActorRef]) -> Invoker:
-        """The invoker of one worktree (the module's or a lane's), with its own evidence and Oracle."""
+    def invoking(
+        self, worktree: Worktree, refs: list[pykka.ActorRef]
+    ) -> tuple[Invoker, Callable[[VerifyRequest], Verdict]]:
+        """The invoker of one worktree (the module's or a lane's), with its own evidence and Oracle, and
+        how that Oracle is asked for a verdict directly (component and module boundaries)."""
         root, _, settings, _, _, journal, watcher, _, gateway, telemetry = self.parts
         collector = EvidenceCollector(
-            journal, worktree, watcher, root, timeout=settings.copilot.invocation_timeout, confine=gateway.confined
+            journal,
+            worktree,
+            watcher,
+            root,
+            timeout=settings.copilot.invocation_timeout,
+            confine=gateway.confined,
+            instructions=settings.copilot.repository_instructions,
         )
         oracle: list[pykka.ActorProxy[Any]] = []
 
-        def verify(scope: str, target: str, notes: str, invocation_id: str) -> Verdict:
-            request = VerifyRequest(scope=scope, target=target, notes=notes, invocation_id=invocation_id)
+        def ask(request: VerifyRequest) -> Verdict:
             return oracle[0].verify(request).get()
+
+        def verify(scope: str, target: str, notes: str, invocation_id: str) -> Verdict:
+            return ask(VerifyRequest(scope=scope, target=target, notes=notes, invocation_id=invocation_id))
 
         def tools_for(invocation_id: str, step: int, component: str, task: str) -> Toolbox:
             return Toolbox(
@@ -146,9 +157,10 @@ class Crew:
             tools_for,
             watch=self.watch,
             traceparent=lambda invocation_id: telemetry.traceparent(journal.session_id, invocation_id),
+            project_root=root,
         )
         oracle.append(self._start(refs, OracleActor, journal, collector, invoker))
-        return invoker
+        return invoker, ask
 
     def lane(self, component: str, tally: Tally) -> LaneHandle:
         """Start the lane of ``component``: its worktree, Git actor, Oracle, TaskRunner and LaneActor."""
@@ -172,8 +184,8 @@ class Crew:
             lane=component,
             remote=settings.git.remote,
         )
-        invoker = self.invoking(tree, refs)
-        runner = self._start(refs, TaskRunnerActor, journal, invoker, git)
+        invoker, verify = self.invoking(tree, refs)
+        runner = self._start(refs, TaskRunnerActor, journal, invoker, git, verify)
         stop = threading.Event()
         say = self.say
         lane = self._start(

@@ -193,6 +193,21 @@ class Copilot(_Section):
         30.0
     )
     invocation_timeout: Annotated[Seconds, _doc("Seconds one invocation may run before it is stopped.")] = 900.0
+    builder_prompt: Annotated[
+        bool,
+        _doc(
+            "Run the CLI as a headless builder: per invocation only the CLI tools it needs, no skills, no "
+            "co-author trailer, Lopen's guidelines instead of the interactive ones. false = the CLI's own "
+            "prompt and every CLI tool."
+        ),
+    ] = True
+    repository_instructions: Annotated[
+        bool,
+        _doc(
+            "Give the model and the oracle the repository's agent instructions (AGENTS.md, CLAUDE.md, "
+            ".github/copilot-instructions.md) as the project's conventions, recorded with each prompt."
+        ),
+    ] = True
 
 
 class Store(_Section):

@@ -45,6 +45,7 @@ from lopen.copilot.results import (
     Usage,
     UsageReported,
 )
+from lopen.copilot.session_options import session_options
 from lopen.copilot.tools import LopenTool, to_sdk_tool
 from lopen.errors import LopenError
 from lopen.sandbox.config import SandboxConfig
@@ -358,9 +359,7 @@ class Gateway:
         run = _SessionRun(model, emit)
         begun = time.monotonic()
         session = None
-        options: dict[str, Any] = {}
-        if not request.builtin_tools:
-            options["available_tools"] = [t.name for t in tools]  # nothing of the CLI's own
+        options = session_options(request, [t.name for t in tools])
         on_permission, permission_asker = self._permission_handler(request, tools, emit)
         if ask is not None:
 
@@ -375,7 +374,6 @@ class Gateway:
                 on_permission_request=on_permission,
                 model=model,
                 tools=[to_sdk_tool(t) for t in tools],
-                system_message={"mode": request.system_mode, "content": request.system_message},
                 working_directory=request.working_directory or None,
                 infinite_sessions={"enabled": False},
                 provider=self._provider_dict(),

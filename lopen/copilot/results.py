@@ -99,11 +99,14 @@ class InvocationResult(msgspec.Struct):
 class InvocationRequest(msgspec.Struct, frozen=True):
     """A fresh session: the model chain is tried in order when a model is unavailable.
 
-    ``builtin_tools=False`` offers the session no tool at all — not even the CLI's own (the oracle's
-    session: it judges, it cannot act). ``traceparent`` (W3C, from ``lopen.telemetry``; "" = none)
-    makes the Copilot CLI's own spans children of Lopen's invocation span. ``conversation_id`` names
-    the SDK session of the first attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id):
-    Lopen's span and the CLI's then share one ``gen_ai.conversation.id``.
+    ``cli_tools`` names the CLI's own tools the session is offered (None = all of them, the CLI's
+    default; ``()`` = none: the oracle's session judges, it cannot act). ``builder`` retargets the CLI
+    to a headless builder (``lopen.copilot.session_options``): skills, the co-author trailer and the
+    repository's instruction files off, ``guidance`` in place of the CLI's interactive guidelines.
+    ``traceparent`` (W3C, from ``lopen.telemetry``; "" = none) makes the Copilot CLI's own spans
+    children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
+    attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
+    share one ``gen_ai.conversation.id``.
     """
 
     models: list[str]
@@ -112,7 +115,9 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     system_mode: str = "append"
     working_directory: str = ""
     timeout: float = 900.0
-    builtin_tools: bool = True
+    cli_tools: tuple[str, ...] | None = None
+    builder: bool = False
+    guidance: str = ""
     traceparent: str = ""
     conversation_id: str = ""
 

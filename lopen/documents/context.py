@@ -200,7 +200,8 @@ class _Builder:
             self.section(section, priority)
             return
         self.used.add(section.start)
-        lines = [f"- [{'x' if c.checked else ' '}] " + (f"[{c.id}] " if c.id else "") + c.text for c in chosen]
+        # not as checkboxes: the approved spec is never ticked, Lopen tracks progress in the plan
+        lines = ["- " + (f"[{c.id}] " if c.id else "") + c.text for c in chosen]
         others = [c.id or f"line {c.line}" for c in items if c not in chosen]
         reread = f"read_spec({json.dumps(self.module)}, {json.dumps(section.key)})"
         if others:

@@ -20,7 +20,9 @@ from lopen.documents.research import read_research as _read_research
 from lopen.documents.research import write_research
 from lopen.documents.section_cache import SectionCache, missing_spec
 
-ModuleName = Annotated[str, msgspec.Meta(description="The module, as named under docs/requirements/")]
+ModuleName = Annotated[
+    str, msgspec.Meta(description="The module, as named under docs/requirements/; default: the module this run builds")
+]
 
 
 class ToolContext(Protocol):
@@ -28,8 +30,8 @@ class ToolContext(Protocol):
     def root(self) -> Path: ...
 
 
-class ReadSpecArgs(msgspec.Struct, forbid_unknown_fields=True):
-    module: ModuleName
+class ReadSpecArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    module: ModuleName = ""
     section: Annotated[
         str,
         msgspec.Meta(
@@ -39,20 +41,20 @@ class ReadSpecArgs(msgspec.Struct, forbid_unknown_fields=True):
     ]
 
 
-class ReadResearchArgs(msgspec.Struct, forbid_unknown_fields=True):
-    module: ModuleName
+class ReadResearchArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    module: ModuleName = ""
     topic: Annotated[str, msgspec.Meta(description="The research topic, e.g. 'jwt signing' or 'jwt-signing'")]
 
 
-class ReadPlanArgs(msgspec.Struct, forbid_unknown_fields=True):
-    module: ModuleName
+class ReadPlanArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    module: ModuleName = ""
 
 
-class LogResearchArgs(msgspec.Struct, forbid_unknown_fields=True):
-    module: ModuleName
+class LogResearchArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    module: ModuleName = ""
     topic: Annotated[str, msgspec.Meta(description="A short topic name; it becomes RESEARCH-<topic>.md")]
     content: Annotated[
-        str, msgspec.Meta(description="The findings in Markdown; replaces earlier research on the topic")
+        str, msgspec.Meta(description="The whole note in Markdown; it replaces any earlier note on the topic")
     ]
 
 

@@ -148,13 +148,18 @@ class _Turns:
         return Turn(text=text, tool_calls=list(calls), usage=self.usage)
 
 
-def _tasks_of(part: Part) -> list[dict[str, Any]]:
+def _tasks_of(part: Part, parts: list[Part]) -> list[dict[str, Any]]:
+    """The part's tasks, each citing its criterion of the generated spec (numbered across the parts)."""
+    first = sum(q.tasks for q in parts[: parts.index(part)])
     return [
         {
             "name": f"Value {part.name}/{n}",
             "description": f"{part.name}_{n}.py: value() returns '{part.name}/{n}'; its test in "
             f"tests/test_{part.name}_{n}.py.",
-            "acceptance": [f"{part.name}_{n}.value() == '{part.name}/{n}'", "python -m pytest -q passes"],
+            "acceptance": [
+                f"[GEN-{first + n:02d}] {part.name}_{n}.value() == '{part.name}/{n}'",
+                "python -m pytest -q passes",
+            ],
         }
         for n in range(1, part.tasks + 1)
     ]
@@ -189,7 +194,7 @@ def playbook(module: str, parts: list[Part], *, latency: float = 0.0, usage: Usa
                 turn(
                     "Selecting every component that is ready and breaking each into tasks.",
                     *(_call("select_component", component=p.name, reason="ready") for p in first),
-                    *(_call("record_tasks", component=p.name, tasks=_tasks_of(p)) for p in first),
+                    *(_call("record_tasks", component=p.name, tasks=_tasks_of(p, parts)) for p in first),
                 ),
                 turn("The plan is recorded."),
             ],
@@ -204,7 +209,7 @@ def playbook(module: str, parts: list[Part], *, latency: float = 0.0, usage: Usa
                     turn(
                         f"Breaking {p.name} into tasks.",
                         _call("select_component", component=p.name, reason="ready"),
-                        _call("record_tasks", component=p.name, tasks=_tasks_of(p)),
+                        _call("record_tasks", component=p.name, tasks=_tasks_of(p, parts)),
                     ),
                     turn(f"{p.name} is planned."),
                 ],
@@ -223,7 +228,7 @@ def playbook(module: str, parts: list[Part], *, latency: float = 0.0, usage: Usa
                     turn(
                         f"{p.name} is next.",
                         _call("select_component", component=p.name, reason="the next pending component"),
-                        _call("record_tasks", component=p.name, tasks=_tasks_of(p)),
+                        _call("record_tasks", component=p.name, tasks=_tasks_of(p, parts)),
                     ),
                     turn(f"{p.name} is planned."),
                 ],

@@ -2,8 +2,9 @@
 
 For a scope (a task, a component, the module) it writes the worktree's content as a git tree (the
 tree a passing verdict binds the completion and the commit to), takes the diff and the changed
-files from the scope's recorded base commit (``ScopeStarted``) to that tree, the acceptance items
-(the task's, or the approved spec's criteria), and runs the spec's verify commands in the worktree.
+files from the scope's recorded base commit (``ScopeStarted``) to that tree, the rubric
+(``lopen.workflow.rubric``: the approved spec's criteria the scope owns, with the planner's checks),
+the repository's agent instructions as the project's conventions, and runs the spec's verify commands in the worktree.
 A verify command already run on the same tree is not run again: its recorded result is reused
 (``VerificationEvidenceRecorded(reused=True)``), so an unchanged tree runs the suite once across
 task, component and module verification.
@@ -17,8 +18,10 @@ from events import catalogue as ev
 from events.fold import ModuleState, evidence_key, scope_key
 from events.journal import Journal
 from lopen.documents import acceptance_criteria, load_spec, skills_and_hooks
+from lopen.documents.instructions import render, repository_instructions
 from lopen.git import Worktree
 from lopen.workflow.oracle import CommandResult, Confine, Evidence, run_command
+from lopen.workflow.rubric import rubric
 from lopen.workflow.spec_watch import SpecWatcher
 
 VERIFY_TESTS = "verify-tests"
@@ -46,6 +49,7 @@ class EvidenceCollector:
         root: Path,
         timeout: float = 900,
         confine: Confine | None = None,
+        instructions: bool = True,
     ) -> None:
         self.journal = journal
         self.worktree = worktree
@@ -54,6 +58,7 @@ class EvidenceCollector:
         self.module = journal.module
         self.timeout = timeout
         self.confine = confine  # the model's sandbox for the verify commands: they run the model's code
+        self.instructions = instructions  # give the oracle the repository's agent instructions
 
     def untested(self, invocation_id: str) -> str:
         """B4: the spec's test command when the invocation never ran it, else ""."""
@@ -72,14 +77,13 @@ class EvidenceCollector:
         state = self.journal.snapshot()
         tree = self.worktree.tree()
         spec_hooks = hooks(self.root, self.module)
+        _, doc = load_spec(self.root, self.module)
+        judged = rubric(state, acceptance_criteria(doc), scope, target)
         if scope == "task":
             task = state.tasks.get(target)
-            acceptance = list(task.acceptance) if task else []
             component, task_id = (task.component if task else ""), target
             commands = [(VERIFY_TESTS, spec_hooks[VERIFY_TESTS])] if VERIFY_TESTS in spec_hooks else []
         else:
-            _, doc = load_spec(self.root, self.module)
-            acceptance = [f"[{c.id}] {c.text}" if c.id else c.text for c in acceptance_criteria(doc)]
             component, task_id = (target if scope == "component" else ""), ""
             commands = [
                 (name, command)
@@ -98,13 +102,14 @@ class EvidenceCollector:
             task=task_id,
             diff=diff,
             changed_files=changed,
-            acceptance=acceptance,
+            rubric=judged,
             commands=results,
             notes=notes,
             tree=tree,
             base=base,
             problems=[edited] if edited else [],
             left_out=[f"{path} ({size / 1048576:.0f} MB)" for path, size in self.worktree.left_out],
+            conventions=render(repository_instructions(self.root)) if self.instructions else "",
         )
 
     def _run(

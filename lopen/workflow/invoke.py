@@ -32,10 +32,13 @@ from lopen.copilot.results import (
 )
 from lopen.documents.context import Kind as ContextKind
 from lopen.documents.context import assemble_context
+from lopen.documents.errors import DocumentError
+from lopen.documents.instructions import Instructions, render, repository_instructions
 from lopen.workflow.discipline import analyze, content_hash, exit_code
+from lopen.workflow.evidence import VERIFY_TESTS, hooks
 from lopen.workflow.models import premium_for_call
-from lopen.workflow.prompts import PromptContext, system_message, user_prompt
-from lopen.workflow.steps import Kind, phase_of, toolset
+from lopen.workflow.prompts import GUIDANCE, PromptContext, system_message, user_prompt
+from lopen.workflow.steps import CLI_TOOLS, Kind, phase_of, toolset
 
 RESULT_SUMMARY = 300
 # The document context each kind of invocation gets (lopen.documents.context): a component's
@@ -77,7 +80,9 @@ class Invoker:
     ``workdir`` is where the model works (the module's worktree; its documents are read there);
     ``tools_for(invocation_id, step, component, task)`` makes the invocation's toolbox;
     ``watch`` receives every stream event too (live views); ``traceparent(invocation_id)`` gives the
-    W3C trace context the invocation's spans hang under, when telemetry is on.
+    W3C trace context the invocation's spans hang under, when telemetry is on; ``project_root`` is the
+    user's checkout, where the approved spec's verify command and the repository's agent instructions
+    are read (the model cannot write there).
     """
 
     def __init__(
@@ -90,6 +95,7 @@ class Invoker:
         *,
         watch: Callable[[str, StreamEvent], None] | None = None,
         traceparent: Callable[[str], str] | None = None,
+        project_root: Path | None = None,
     ) -> None:
         self.journal = journal
         self.invoke_gateway = invoke_gateway
@@ -98,6 +104,7 @@ class Invoker:
         self.tools_for = tools_for
         self.watch = watch
         self.traceparent = traceparent
+        self.project_root = project_root  # the user's checkout: the approved spec, the agent instructions
         self.count = 0  # invocations this run made (workflow.max_iterations counts these)
 
     def models_for(self, kind: Kind) -> list[str]:
@@ -129,7 +136,7 @@ class Invoker:
         messages the history holds for the next invocation (each delivered once: recorded with this
         invocation's id), then ``notes`` (what the caller adds, e.g. a cut-off run's leftovers)."""
         invocation_id = new_invocation_id(kind)
-        names = toolset(kind, last_task_of_component)
+        names = toolset(kind)
         owed, messages = self.journal.read(lambda state: (list(state.notes), dict(state.queued)))
         notes = (*owed, *notes, *(f"Message from the user: {text}" for text in messages.values()))
         toolbox = self.tools_for(invocation_id, step, component, task) if self.tools_for else None
@@ -141,25 +148,38 @@ class Invoker:
             task=task_text or None,
             budget_tokens=self.settings.context.token_budget,
         )
+        instructions = self._instructions()
+        builder = self.settings.copilot.builder_prompt
         prompt_ctx = PromptContext(
             module=self.journal.module,
             kind=kind,
             step=step,
             component=component,
             task=task,
-            task_text=task_text,
+            task_text="" if kind is Kind.TASK else task_text,  # a task's context carries its text
             context_text=context.text,
             tools=names,
             budget_hint=budget_hint,
             notes=notes,
             parallel=parallel,
+            workdir=str(self.workdir),
+            branch=self._branch(component),
+            verify=self._verify_command(),
+            last_task=last_task_of_component,
+            conventions=render(instructions),
         )
+        cli_tools: tuple[str, ...] | None = None
+        if builder:
+            cli_tools = (*CLI_TOOLS[kind], *(("ask_user",) if ask_user is not None else ()))
         request = InvocationRequest(
             models=self.models_for(kind),
             prompt=user_prompt(prompt_ctx),
             system_message=system_message(prompt_ctx),
             working_directory=str(self.workdir),
             timeout=self.settings.copilot.invocation_timeout,
+            cli_tools=cli_tools,
+            builder=builder,
+            guidance=GUIDANCE if builder else "",
             traceparent=self.traceparent(invocation_id) if self.traceparent else "",
             conversation_id=invocation_id,
         )
@@ -175,6 +195,8 @@ class Invoker:
                     task=task,
                     prompt_size=len(request.prompt) + len(request.system_message),
                     sections_sent=tuple(context.sections_sent),
+                    instructions=tuple(i.label for i in instructions),
+                    cli_tools=cli_tools,
                 )
             )
             if messages:  # W11: delivered in this invocation's prompt, once each
@@ -197,8 +219,26 @@ class Invoker:
             invocation_id=invocation_id,
         )
 
+    def _instructions(self) -> list[Instructions]:
+        if self.project_root is None or not self.settings.copilot.repository_instructions:
+            return []
+        return repository_instructions(self.project_root)
+
+    def _verify_command(self) -> str:
+        if self.project_root is None:
+            return ""
+        try:
+            return hooks(self.project_root, self.journal.module).get(VERIFY_TESTS, "")
+        except DocumentError:
+            return ""
+
+    def _branch(self, component: str) -> str:
+        """The branch the model's work lands on: a lane's own, or the module's."""
+        lane = self.journal.read(lambda s: s.lanes.get(component)) if component else None
+        return lane.branch if lane is not None and lane.branch else f"lopen/{self.journal.module}"
+
     def invoke_oracle(
-        self, prompt: str, system: str, parent_invocation: str, *, scope: str, target: str
+        self, prompt: str, system: str, parent_invocation: str, *, scope: str, target: str, instructions: str = ""
     ) -> tuple[str, InvocationResult]:
         """An oracle session: no tools at all, the oracle model chain, recorded as its own invocation
         (``kind="oracle"``) under the invocation whose verify tool asked. Returns (its id, the result)."""
@@ -210,7 +250,7 @@ class Invoker:
             system_mode="replace",
             working_directory=str(self.workdir),
             timeout=self.settings.copilot.invocation_timeout,
-            builtin_tools=False,
+            cli_tools=(),
             traceparent=self.traceparent(invocation_id) if self.traceparent else "",
             conversation_id=invocation_id,
         )
@@ -226,6 +266,8 @@ class Invoker:
                 task=target if scope == "task" else (parent.task if parent else ""),
                 prompt_size=len(prompt) + len(system),
                 parent_invocation=parent_invocation,
+                instructions=tuple(i.label for i in self._instructions()) if instructions else (),
+                cli_tools=(),
             )
         )
         result = self.invoke_gateway(request, [], self._streamer(invocation_id))

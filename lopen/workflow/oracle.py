@@ -19,9 +19,12 @@ from pathlib import Path
 import msgspec
 
 from lopen.process import run
+from lopen.workflow.rubric import CriterionCheck, Rubric
 from lopen.workflow.steps import Kind
 
 OUTPUT_TAIL = 4_000
+SHOWN_TAIL = 1_500  # of a failing verify command's output, in the finding the implementer reads
+DIFF_CUT = "… diff cut at"  # how lopen.git.Worktree.diff marks a cut diff
 
 
 class CommandResult(msgspec.Struct, frozen=True):
@@ -43,15 +46,26 @@ class Finding(msgspec.Struct, frozen=True):
     location: str = ""
 
 
+class CriterionVerdict(msgspec.Struct, frozen=True):
+    """The reviewer's judgement of one criterion: met or not, with the evidence it saw."""
+
+    id: str
+    met: bool
+    evidence: str = ""
+
+
 class Verdict(msgspec.Struct, frozen=True):
-    """``raw`` is the oracle's answer when it could not be read as a verdict (kept for the record)."""
+    """``raw`` is the oracle's answer when it could not be read as a verdict (kept for the record);
+    ``reviewer_failed`` marks a verdict that failed for the reviewer's fault, not the code's."""
 
     passed: bool
     confidence: float
     summary: str
     findings: list[Finding] = []
+    criteria: list[CriterionVerdict] = []
     raw: str = ""
     tree: str = ""  # the git tree judged (set by the Oracle from its evidence)
+    reviewer_failed: bool = False
 
 
 class Evidence(msgspec.Struct, frozen=True):
@@ -62,13 +76,25 @@ class Evidence(msgspec.Struct, frozen=True):
     task: str
     diff: str
     changed_files: list[str]
-    acceptance: list[str]
+    rubric: Rubric
     commands: list[CommandResult]
     notes: str = ""
     tree: str = ""  # the git tree judged
     base: str = ""  # the scope's base commit the diff starts from
     problems: list[str] = []  # what fails the verdict whatever the oracle says (e.g. the spec was edited)
     left_out: list[str] = []  # files the tree leaves out for their size (git.max_file_mb), as "path (N MB)"
+    conventions: str = ""  # the repository's agent instructions (lopen.documents.instructions)
+
+    @property
+    def diff_cut(self) -> bool:
+        return DIFF_CUT in self.diff[-200:]
+
+    def judged(self) -> list[CriterionCheck]:
+        """What the reviewer calls met or not met: the criteria, or the planner's checks numbered when
+        no criterion applies (a spec without ids)."""
+        if self.rubric.criteria:
+            return list(self.rubric.criteria)
+        return [CriterionCheck(id=f"#{n}", text=check) for n, check in enumerate(self.rubric.checks, 1)]
 
 
 Confine = Callable[[str], tuple[list[str], dict[str, str]]]  # shell command → (argv, env)
@@ -102,29 +128,64 @@ def run_command(
     )
 
 
+VERDICT_SHAPE = (
+    '{"passed": true|false, "summary": "one or two sentences", '
+    '"criteria": [{"id": "<id>", "met": true|false, "evidence": "the file:line that implements it and the '
+    'test that checks it, or what is missing"}], '
+    '"findings": [{"severity": "error|warning|info", "description": "...", "location": "file:line"}]}'
+)
+
+RULES = (
+    "Judge literally, from what is in front of you: the diff, the changed files and the verify commands' "
+    "output. A criterion is met only when the diff shows code that implements it and a test that checks it. "
+    "Anything missing, stubbed, untested, or that you cannot see (the diff is cut, the code is outside it) "
+    "is not met: say what is missing. Judge only the criteria listed to judge; criteria listed as other "
+    "components' are not expected in this change. `passed` is true only when every judged criterion is met, "
+    "every verify command exited 0 and you report no error finding; every unmet criterion is also an error "
+    "finding."
+)
+
+
 def prompt(evidence: Evidence, step: int = 6) -> str:
+    """The oracle's prompt: Lopen's header line, the rules, the rubric, then the evidence."""
     header = (
         f"[lopen] module={evidence.module} phase=building step={step} component={evidence.component or '-'} "
         f"task={evidence.task or '-'} kind={Kind.ORACLE.value} scope={evidence.scope} target={evidence.target}"
     )
-    commands = (
-        "\n\n".join(f"$ {c.command}  (exit {c.exit_code})\n{c.output_tail}" for c in evidence.commands)
-        or "(the specification names no verify command)"
-    )
-    acceptance = "\n".join(f"- {item}" for item in evidence.acceptance) or "(none recorded)"
+    parts = [
+        header,
+        f"Review the {evidence.scope} `{evidence.target}` of module `{evidence.module}`. {RULES}\n"
+        f"Answer with ONE JSON object and nothing else:\n{VERDICT_SHAPE}",
+    ]
+    judged = []
+    for item in evidence.judged():
+        lines = [f"- [{item.id}] {item.text}"]
+        lines += [f"  - the plan checks: {check}" for check in item.checks]
+        judged.append("\n".join(lines))
+    parts.append("## Criteria to judge\n" + ("\n".join(judged) or "(none: judge the change against its notes)"))
+    if evidence.rubric.criteria and evidence.rubric.checks:
+        parts.append("## Further checks from the plan\n" + "\n".join(f"- {c}" for c in evidence.rubric.checks))
+    if evidence.rubric.others:
+        parts.append(
+            "## Other components' criteria (not expected in this change; do not judge them)\n"
+            + "\n".join(f"- {o}" for o in evidence.rubric.others)
+        )
+    if evidence.conventions:
+        parts.append("## The project's conventions (its agent instructions)\n" + evidence.conventions)
     files = "\n".join(f"- {f}" for f in evidence.changed_files) or "(none)"
     files += "".join(
         f"\n- {f}: too large, left out of the tree and the commit (git.max_file_mb)" for f in evidence.left_out
     )
-    return (
-        f"{header}\n\nYou are a strict reviewer. Decide whether the {evidence.scope} `{evidence.target}` of module "
-        f"`{evidence.module}` is really complete: every acceptance item is met by the change, the tests pass "
-        "and cover it, nothing is stubbed. Answer with ONE JSON object and nothing else:\n"
-        '{"passed": true|false, "confidence": 0.0-1.0, "summary": "...", "findings": '
-        '[{"severity": "error|warning|info", "category": "...", "description": "...", "location": "file:line"}]}'
-        f"\n\n## Acceptance items\n{acceptance}\n\n## Changed files\n{files}\n\n## Verify commands\n{commands}"
-        f"\n\n## Notes from the implementer\n{evidence.notes or '(none)'}\n\n## Diff\n```diff\n{evidence.diff}\n```"
+    parts.append("## Changed files\n" + files)
+    commands = (
+        "\n\n".join(f"$ {c.command}  (exit {c.exit_code})\n{c.output_tail}" for c in evidence.commands)
+        or "(the specification names no verify command)"
     )
+    parts.append("## Verify commands (run by Lopen on exactly this tree)\n" + commands)
+    parts.append("## Notes from the implementer\n" + (evidence.notes or "(none)"))
+    cut = " (cut: what is not shown cannot be judged met)" if evidence.diff_cut else ""
+    parts.append(f"## Diff{cut}\n```diff\n{evidence.diff}\n```")
+    return "\n\n".join(parts)
 
 
 SYSTEM = "You review code changes for Lopen. You have no tools. Reply with exactly one JSON object."
@@ -150,9 +211,17 @@ def _confidence(value: object) -> float | None:
     return None
 
 
+UNREADABLE = (
+    "the reviewer's answer could not be read as a verdict. This is not a fault in your code: call the "
+    "verify tool again and Lopen asks a fresh reviewer"
+)
+
+
 def parse_verdict(text: str) -> Verdict:
-    """Read the oracle's JSON verdict; fenced or surrounded by prose is fine, ``confidence`` may be a
-    number or high/medium/low. Anything else is a failed verdict that keeps the raw answer."""
+    """Read the oracle's JSON verdict; fenced or surrounded by prose is fine, ``confidence`` (no longer
+    asked for) may be a number or high/medium/low. ``passed`` must be a JSON boolean; ``criteria``
+    entries need an ``id`` and a boolean ``met``. Anything else is a failed verdict, the reviewer's
+    fault (``reviewer_failed``), that keeps the raw answer."""
     for candidate in _candidates(text):
         try:
             data = json.loads(candidate)
@@ -167,13 +236,75 @@ def parse_verdict(text: str) -> Verdict:
             findings = msgspec.convert(data.get("findings") or [], type=list[Finding], strict=False)
         except msgspec.ValidationError:
             findings = []
+        criteria = [
+            CriterionVerdict(id=str(c["id"]).strip("[] "), met=c["met"], evidence=str(c.get("evidence", "")))
+            for c in data.get("criteria") or []
+            if isinstance(c, dict) and isinstance(c.get("met"), bool) and c.get("id") not in (None, "")
+        ]
         return Verdict(
             passed=data["passed"],
             confidence=confidence,
             summary=str(data.get("summary", "")),
             findings=findings,
+            criteria=criteria,
         )
-    return Verdict(passed=False, confidence=0.0, summary="the oracle's answer was not a JSON verdict", raw=text)
+    return Verdict(passed=False, confidence=0.0, summary=UNREADABLE, raw=text, reviewer_failed=True)
+
+
+def judge(verdict: Verdict, evidence: Evidence) -> Verdict:
+    """Lopen's rules over the reviewer's verdict: it passes only when every judged criterion is called
+    met, every verify command exited 0 (a signal's negative code fails too) and no finding is an error.
+    A failing command adds a finding with its output's tail (what the implementer needs to fix it); an
+    unmet criterion is an error finding; a list that leaves criteria unjudged fails the verdict as the
+    reviewer's fault (a verdict with no list at all stands on its ``passed``: the record shows no list)."""
+    findings = list(verdict.findings)
+    reasons: list[str] = []
+    for command in evidence.commands:
+        if not command.passed:
+            reasons.append(f"`{command.command}` failed (exit {command.exit_code})")
+            findings.append(
+                Finding(
+                    severity="error",
+                    category="verify-command",
+                    description=f"`{command.command}` exited {command.exit_code}; the end of its output:\n"
+                    + command.output_tail[-SHOWN_TAIL:],
+                    location=command.name,
+                )
+            )
+    said = {c.id: c for c in verdict.criteria}
+    for item in evidence.judged():
+        judged = said.get(item.id)
+        if judged is not None and not judged.met:
+            described = any(item.id in f.description and f.severity == "error" for f in findings)
+            if not described:
+                findings.append(
+                    Finding(
+                        severity="error",
+                        category="criterion",
+                        description=f"[{item.id}] is not met: {judged.evidence or item.text}",
+                    )
+                )
+    if not verdict.reviewer_failed and verdict.passed:
+        unjudged = [item.id for item in evidence.judged() if item.id not in said]
+        unmet = [c.id for c in verdict.criteria if not c.met]
+        errors = [f for f in verdict.findings if f.severity == "error"]
+        if unmet:
+            reasons.append(f"the reviewer passed it with unmet criteria ({', '.join(unmet)})")
+        elif errors:
+            reasons.append("the reviewer passed it with an error finding")
+        elif unjudged and verdict.criteria and evidence.rubric.criteria:
+            return msgspec.structs.replace(
+                verdict,
+                passed=False,
+                findings=findings,
+                reviewer_failed=True,
+                summary=f"the reviewer did not judge {', '.join(unjudged)}. This is not a fault in your code: "
+                "call the verify tool again and Lopen asks a fresh reviewer",
+            )
+    if reasons:
+        summary = "; ".join(reasons) + (f". The reviewer said: {verdict.summary}" if verdict.summary else "")
+        return msgspec.structs.replace(verdict, passed=False, findings=findings, summary=summary)
+    return msgspec.structs.replace(verdict, findings=findings)
 
 
 def _candidates(text: str) -> list[str]:

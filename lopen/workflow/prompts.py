@@ -25,25 +25,26 @@ INSTRUCTIONS: dict[Kind, str] = {
         "References. Record anything you had to research with log_research. Do not write code."
     ),
     Kind.PLANNING: (
-        "Planning (steps {steps}). {planning_steps} Record each result with Lopen's tools — the recorded "
+        "Planning (steps {steps}). {planning_steps} Every task's acceptance items cite the ids of the "
+        'specification\'s criteria they prove, e.g. "[MOD-03] an expired token is refused": the reviewer '
+        "judges each task against the criteria it cites. Record each result with Lopen's tools — the recorded "
         "plan is the only memory the next invocations get. Do not write code in this invocation."
     ),
     Kind.TASK: (
         "Step 6 — Iterate Through Tasks: implement task {task} of component {component}. Write the code and "
-        "its tests, run the tests, then call verify_task_completion('{task}'). Only when it passes may you "
-        "call update_task_status('{task}', 'complete'). If verification fails, fix what it found and verify "
-        "again. If you cannot finish, call update_task_status('{task}', 'failed', reason). Do not commit: "
-        "Lopen commits verified work."
+        "its tests, run {verify}, then call verify_task_completion: an independent reviewer judges your "
+        "change against the criteria the task cites, and Lopen runs {verify} on exactly your files. Only when "
+        "it passes call update_task_status with status complete. If it fails, fix what it found and verify "
+        "again. If you cannot finish, call update_task_status with status failed and the reason."
     ),
-    Kind.COMPONENT_VERIFICATION: (
-        "All tasks of component {component} are complete. Call verify_component_completion('{component}'); "
-        "if it fails, report what is missing with report_progress."
-    ),
-    Kind.MODULE_VERIFICATION: (
-        "Every component is complete. Call verify_module_completion('{module}') to have the module's "
-        "acceptance criteria verified."
-    ),
+    Kind.COMPONENT_VERIFICATION: "Component {component} is verified by Lopen itself.",
+    Kind.MODULE_VERIFICATION: "The module {module} is verified by Lopen itself.",
 }
+
+LAST_TASK = (
+    " This is the last open task of {component}: once it is complete, Lopen has the whole component "
+    "verified against its criteria; anything that fails there comes back as a new task."
+)
 
 PARALLEL_PLANNING = (
     " Up to {n} components are built at the same time, each in a worktree of its own: in step 4 select "
@@ -59,22 +60,14 @@ PLANNING_STEPS = {
     "subtasks and acceptance items (record_tasks).",
 }
 
-TOOL_GUIDE: dict[str, str] = {
-    "get_current_context": "where the workflow stands (phase, step, module, component, task)",
-    "read_spec": "one section of the specification, by heading",
-    "read_research": "a research note by topic",
-    "read_plan": "the current plan with task states",
-    "log_research": "save what you learned about an unknown as a research note",
-    "report_progress": "tell the user what you are doing (shown live)",
-    "record_dependencies": "record the module's dependencies",
-    "record_components": "record the module's components and their status",
-    "select_component": "choose the component to build next",
-    "record_tasks": "record a component's tasks",
-    "update_task_status": "mark a task in-progress, complete (only after a passing verification) or failed",
-    "verify_task_completion": "have an independent reviewer check the task against diff, tests and criteria",
-    "verify_component_completion": "have the component checked at its boundary",
-    "verify_module_completion": "have the whole module checked against its acceptance criteria",
-}
+# What replaces the CLI's interactive guidelines and code-change rules (copilot.builder_prompt).
+GUIDANCE = (
+    "You work headless, for Lopen: no person reads or answers you during this invocation. Never ask a "
+    "question or wait for confirmation — decide, act, and say what you decided with report_progress. When "
+    "you cannot finish, end with Lopen's tools and a reason (a task: update_task_status failed). Lopen keeps "
+    "the plan and the history: do not track todos or write planning notes in files. Make complete, focused "
+    "changes for this invocation only, in the project's style; view and edit existing files, create new ones."
+)
 
 
 class PromptContext(msgspec.Struct, frozen=True):
@@ -83,13 +76,18 @@ class PromptContext(msgspec.Struct, frozen=True):
     step: int
     component: str = ""
     task: str = ""
-    task_text: str = ""
+    task_text: str = ""  # sent only when the context does not carry it already
     context_text: str = ""
     tools: tuple[str, ...] = ()
     budget_hint: str = ""
     notes: tuple[str, ...] = ()
     commit_convention: str = "feat({module}): <task> in <component>"
     parallel: int = 1  # components built at once (workflow.parallelism)
+    workdir: str = ""  # the worktree the model works in (its cwd)
+    branch: str = ""  # the branch Lopen commits to (lopen/<module>, or a component's own)
+    verify: str = ""  # the spec's verify-tests command, which Lopen re-runs
+    last_task: bool = False  # the component's last open task: its verification follows
+    conventions: str = ""  # the repository's agent instructions, rendered
 
 
 def header(ctx: PromptContext) -> str:
@@ -108,15 +106,34 @@ def system_message(ctx: PromptContext) -> str:
         + (f"; task {ctx.task}" if ctx.task else "")
         + ".",
     ]
-    if ctx.tools:
-        parts.append("## Lopen's tools\n" + "\n".join(f"- {name}: {TOOL_GUIDE[name]}" for name in ctx.tools))
-    constraints = [
-        "Use only the tools offered; Lopen validates every call and tells you what was wrong.",
-        f"Commits are made by Lopen with the message `{ctx.commit_convention.format(module=ctx.module)}`.",
+    spec = f"docs/requirements/{ctx.module}/SPECIFICATION.md"
+    rules = []
+    if ctx.workdir:
+        rules.append(
+            f"The working directory, {ctx.workdir}, is the project's root: a git worktree on the branch "
+            f"{ctx.branch or 'lopen/' + ctx.module}. Paths are relative to it."
+        )
+    if ctx.kind is not Kind.SPEC:
+        rules.append(
+            f"The approved specification, {spec}, is not to be edited — not even its checkboxes: Lopen "
+            "tracks progress in the plan, and an edited spec fails verification."
+        )
+    rules += [
+        "There is no network: packages cannot be installed; use what the project and the standard library have.",
+        "Do not commit, branch or change git's configuration: Lopen commits verified work as "
+        f"`{ctx.commit_convention.format(module=ctx.module)}`.",
+        "Lopen validates every tool call; a refusal says what was wrong and what to do instead.",
     ]
+    if ctx.verify and ctx.kind is Kind.TASK:
+        rules.append(f"Lopen's verify command for this module is `{ctx.verify}`, run from the working directory.")
     if ctx.budget_hint:
-        constraints.append(ctx.budget_hint)
-    parts.append("## Constraints\n" + "\n".join(f"- {c}" for c in constraints))
+        rules.append(ctx.budget_hint)
+    parts.append("## Rules\n" + "\n".join(f"- {r}" for r in rules))
+    if ctx.conventions:
+        parts.append(
+            "## The project's conventions (its agent instructions; where they say to commit, push or ask a "
+            "person, Lopen's rules above win)\n" + ctx.conventions
+        )
     if ctx.notes:
         parts.append("## Notes from Lopen\n" + "\n".join(f"- {n}" for n in ctx.notes))
     return "\n\n".join(parts)
@@ -124,14 +141,18 @@ def system_message(ctx: PromptContext) -> str:
 
 def user_prompt(ctx: PromptContext) -> str:
     steps = "2–5" if ctx.step <= 3 else "4–5"
+    verify = f"`{ctx.verify}`" if ctx.verify else "the tests"
     instruction = INSTRUCTIONS[ctx.kind].format(
         module=ctx.module,
         component=ctx.component,
         task=ctx.task,
         steps=steps,
+        verify=verify,
         planning_steps=PLANNING_STEPS[2 if ctx.step <= 3 else 4]
         + (PARALLEL_PLANNING.format(n=ctx.parallel) if ctx.parallel > 1 else ""),
     )
+    if ctx.kind is Kind.TASK and ctx.last_task:
+        instruction += LAST_TASK.format(component=ctx.component)
     parts = [header(ctx), instruction]
     if ctx.task_text:
         parts.append("## The task\n" + ctx.task_text)

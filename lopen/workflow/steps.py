@@ -62,8 +62,20 @@ TOOLSETS: dict[Kind, tuple[str, ...]] = {
 }
 
 
-def toolset(kind: Kind, last_task_of_component: bool = False) -> tuple[str, ...]:
-    names = TOOLSETS[kind]
-    if kind is Kind.TASK and last_task_of_component:
-        names = (*names, "verify_component_completion")
-    return names
+# The Copilot CLI's own tools each kind is offered (copilot.builder_prompt): reading for planning and
+# verification, files and a shell for writing; never sub-agents, skills or the SQL todo list (Lopen
+# keeps the plan), never a question to a person (nobody answers a headless invocation).
+READ_ONLY_CLI_TOOLS = ("view", "grep", "glob")
+WRITING_CLI_TOOLS = ("bash", "read_bash", "stop_bash", "list_bash", *READ_ONLY_CLI_TOOLS, "create", "edit")
+CLI_TOOLS: dict[Kind, tuple[str, ...]] = {
+    Kind.SPEC: WRITING_CLI_TOOLS,
+    Kind.PLANNING: READ_ONLY_CLI_TOOLS,
+    Kind.TASK: WRITING_CLI_TOOLS,
+    Kind.COMPONENT_VERIFICATION: READ_ONLY_CLI_TOOLS,
+    Kind.MODULE_VERIFICATION: READ_ONLY_CLI_TOOLS,
+    Kind.ORACLE: (),
+}
+
+
+def toolset(kind: Kind) -> tuple[str, ...]:
+    return TOOLSETS[kind]

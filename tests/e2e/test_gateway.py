@@ -346,3 +346,51 @@ def test_a_gateway_retry_keeps_the_usage_of_every_attempt(scripted, gateway_for)
     assert len(usage) == len(answered) == 3  # turn 0 of the failed attempt, then turns 0 and 1
     assert sum(u.input for u in usage) == sum(r.usage.prompt_tokens for r in answered) == 2750
     assert [u.first_of_attempt for u in usage] == [True, True, False]
+
+
+BUILDER_PLAYBOOK = """
+[playbook]
+name = "builder"
+models = ["scripted-main"]
+default_usage = { prompt_tokens = 1000, completion_tokens = 100 }
+
+[[rule]]
+name = "answer"
+  [[rule.turn]]
+  text = "Done."
+"""
+
+
+def test_a_builder_session_sends_only_its_tools_lopens_guidance_and_not_the_repositorys_instructions(
+    scripted, gateway_for, tmp_path
+):
+    """The CLI injects a repository's AGENTS.md into its own prompt unseen; a builder session turns that
+    off (Lopen sends the instructions itself, recorded) and offers only the CLI tools its kind needs."""
+    from lopen.copilot.session_options import LAST_INSTRUCTIONS
+    from lopen.workflow.prompts import GUIDANCE
+    from lopen.workflow.steps import CLI_TOOLS, Kind
+
+    project = tmp_path / "repo"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    marker = "Run ./check.sh and commit with --signoff"
+    (project / "AGENTS.md").write_text(f"# Agents\n\n{marker}\n")
+    server = scripted(BUILDER_PLAYBOOK)
+    gateway = gateway_for(server)
+
+    plain = InvocationRequest(
+        models=["scripted-main"], prompt="plain", system_message="LOPEN-MESSAGE", working_directory=str(project)
+    )
+    assert gateway.invoke(plain).error is None
+    builder = msgspec.structs.replace(
+        plain, prompt="builder", cli_tools=CLI_TOOLS[Kind.PLANNING], builder=True, guidance=GUIDANCE
+    )
+    assert gateway.invoke(builder, [echo_tool()]).error is None
+
+    default, built = (r.body for r in server.chat_requests)  # one request each, in order
+    system = built["messages"][0]["content"]
+    assert marker in default["messages"][0]["content"]  # the CLI's default: the file is injected
+    assert marker not in system and "Ask for guidance" not in system
+    assert GUIDANCE in system and LAST_INSTRUCTIONS in system and "LOPEN-MESSAGE" in system
+    assert sorted(t["function"]["name"] for t in built["tools"]) == sorted([*CLI_TOOLS[Kind.PLANNING], "echo"])
+    assert len(json.dumps(built)) < 0.6 * len(json.dumps(default))

@@ -81,8 +81,20 @@ def test_the_example_is_planned_built_verified_and_committed(demo_run):
     assert totals.input == sum(r.usage.prompt_tokens for r in answered)
     assert totals.output == sum(r.usage.completion_tokens for r in answered)
     main_invocations = [e for e in events if isinstance(e, ev.InvocationStarted) and e.kind != "oracle"]
-    assert totals.invocations == len(main_invocations) == 6
-    assert totals.premium == 6  # one premium request per invocation on the main model; the oracle's is free
+    assert totals.invocations == len(main_invocations) == 5  # two plannings, three tasks
+    assert totals.premium == 5  # one premium request per invocation on the main model; the oracle's is free
+    # a component's and the module's verification is Lopen's own call to the oracle, not an invocation
+    assert {e.kind for e in main_invocations} == {"planning", "task"}
+    boundaries = [
+        (e.scope, e.target, e.passed, e.parent_invocation)
+        for e in events
+        if isinstance(e, ev.OracleVerdictRecorded) and e.scope != "task"
+    ]
+    assert boundaries == [
+        ("component", "core", True, ""),
+        ("component", "cli", True, ""),
+        ("module", "slugify", True, ""),
+    ]
     assert totals.calls == len(answered)  # one TokensUsed per model call
 
 
