@@ -125,7 +125,8 @@ class GitActor(pykka.ThreadingActor):
 
     def _ensure_lane(self) -> str:
         """A component's branch and worktree: started at the module branch's tip the first time
-        (``BranchEnsured(component=…)``), else made again where its history says (another worker's,
+        (``BranchEnsured(component=…)``), moved forward to it when a merged component gets work again
+        (a fix of the module's verdict), else made again where its history says (another worker's,
         fetched from the remote when this clone lacks it)."""
         state = self.journal.snapshot()
         lane = state.lanes.get(self.lane)
@@ -135,6 +136,23 @@ class GitActor(pykka.ThreadingActor):
             self.worktree.ensure(base)
             if self.worktree.tip() != base:  # a branch left by an attempt that was never recorded
                 self.worktree.restart_at(base)
+            self.journal.record(
+                ev.BranchEnsured(
+                    branch=self.worktree.branch,
+                    created=True,
+                    base=base,
+                    worktree=str(self.worktree.path),
+                    component=self.lane,
+                )
+            )
+        elif lane.merged_tip and state.merged(self.lane) and not state.component_done(self.lane):
+            # Merged before and given work again (a fix of the module's verdict): the module branch holds
+            # the component's branch, so the branch moves forward to it and the fix is built on the module
+            # as the reviewer judged it (not on the component's work alone, before the others were merged).
+            base = state.tip_of("")
+            self._have(base)
+            self.worktree.ensure(base)
+            self.restart_at(base)  # published with a remote: another clone makes the lane where it now is
             self.journal.record(
                 ev.BranchEnsured(
                     branch=self.worktree.branch,

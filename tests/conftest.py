@@ -1,8 +1,9 @@
-"""Fixtures every test folder shares."""
+"""Fixtures every test folder shares, and the rule that CI skips nothing for a missing prerequisite."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -28,3 +29,76 @@ def otlp_receiver():
 
     with OtlpReceiver() as receiver:
         yield receiver
+
+
+# -- no silent skips in CI ---------------------------------------------------------------------------
+# A test skips, saying why, when this machine lacks what it needs. When CI is set, a skip whose reason
+# names a prerequisite CI must have is a failure that says what to install; any other skip (for
+# instance "root writes into read-only folders") stays a skip. The skip sites keep their own reasons
+# (lopen.sandbox.kernel's bwrap_status and landlock_status, "needs tmux …"): they are matched here.
+
+PREREQUISITES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"\bno kernel sandbox\b", re.IGNORECASE),
+        "a kernel sandbox (bubblewrap or Landlock)",
+        "apt-get install bubblewrap (bin/setup does it)",
+    ),
+    (
+        re.compile(r"\bbwrap\b|\bbubblewrap\b", re.IGNORECASE),
+        "bubblewrap",
+        "apt-get install bubblewrap (bin/setup does it); in a container, allow unprivileged user namespaces",
+    ),
+    (
+        re.compile(r"\blandlock\b", re.IGNORECASE),
+        "Landlock",
+        "run CI on Linux 5.13 or newer with landlock in the kernel's LSM list (lsm=…,landlock)",
+    ),
+    (re.compile(r"\btmux\b"), "tmux", "apt-get install tmux (.ci/run does it)"),
+    (
+        re.compile(r"\bLOPEN_TEST_POSTGRES_URL\b|\bPostgreSQL\b", re.IGNORECASE),
+        "PostgreSQL",
+        "export LOPEN_TEST_POSTGRES_URL=$(bin/postgres-for-tests) (.ci/run does it)",
+    ),
+    (re.compile(r"\bCopilot CLI\b"), "the Copilot CLI", "run bin/setup"),
+)
+
+
+def missing_in_ci(reason: str) -> str:
+    """The failure message for a skip with ``reason`` when CI is set, or "" when the skip may stand."""
+    if not os.environ.get("CI"):
+        return ""
+    for pattern, what, fix in PREREQUISITES:
+        if pattern.search(reason):
+            return f"CI: {what} is missing — {fix}. The test would have skipped: {reason}"
+    return ""
+
+
+def skip_reason(longrepr: object) -> str:
+    """The reason of a skip from its report's ``longrepr`` ((path, line, "Skipped: reason"))."""
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """A skip (by a mark or by ``pytest.skip``) in setup or in the test becomes a failure whose
+    message says what to install, before the report is made: the summary line shows it."""
+    if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
+        message = missing_in_ci(str(call.excinfo.value.msg))
+        if message:
+            try:
+                pytest.fail(message, pytrace=False)
+            except pytest.fail.Exception:
+                call.excinfo = pytest.ExceptionInfo.from_current()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """A whole module skipped (``pytest.skip(..., allow_module_level=True)``) for a missing prerequisite."""
+    report = yield
+    message = missing_in_ci(skip_reason(report.longrepr)) if report.skipped else ""
+    if message:
+        report.outcome = "failed"
+        report.longrepr = message
+    return report

@@ -1,8 +1,9 @@
 """`lopen replay` and `lopen log` as an auditor uses them: the real CLI in a subprocess, on a store
 holding a realistic story (tests/story.py).
 
-Golden files live in tests/golden/replay/; after an intended change of the text view, rewrite them
-with `LOPEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_replay.py` and review the diff.
+Golden files live in tests/golden/replay/: each holds the output of one command line of ``GOLDEN``
+on the story, and the tests only compare. After an intended change of the text view, rewrite them with
+``bin/refresh-golden`` (which runs ``render`` below, outside the test session) and review the diff.
 """
 
 from __future__ import annotations
@@ -23,8 +24,25 @@ from events.recorded import Recorded, module_stream
 from events.replay import Selection, TextView, iso, json_line, parse_bound, session_records
 from events.store import EventStore
 
-GOLDEN = Path(__file__).parent / "golden" / "replay"
-UPDATE = bool(os.environ.get("LOPEN_UPDATE_GOLDEN"))
+GOLDEN_DIR = Path(__file__).parent / "golden" / "replay"
+# golden file → the `lopen` command line whose output it holds, and the terminal width (COLUMNS) it runs in
+GOLDEN: dict[str, tuple[tuple[str, ...], int | None]] = {
+    "session-1-80.txt": (("replay", story.SESSION_1), 80),
+    "session-1-200.txt": (("replay", story.SESSION_1), 200),
+    "session-1-full.txt": (("replay", story.SESSION_1, "--full"), 80),
+    "session-1-tree-80.txt": (("replay", story.SESSION_1, "--tree"), 80),
+    "session-1-tree-200.txt": (("replay", story.SESSION_1, "--tree"), 200),
+    "session-1-task-core-1.txt": (("replay", story.SESSION_1, "--task", "core/1"), 200),
+    "session-1-types.txt": (
+        ("replay", story.SESSION_1, "--type", "oracleverdictrecorded", "--type", "CommitRecorded"),
+        None,
+    ),
+    "session-1-since-until.txt": (
+        ("replay", story.SESSION_1, "--since", "2026-11-26T09:02:30Z", "--until", "#33"),
+        None,
+    ),
+    "log-core-2-120.txt": (("log", "core/2"), 120),
+}
 
 
 def lopen(root: Path, *args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
@@ -36,20 +54,49 @@ def lopen(root: Path, *args: str, columns: int | None = None) -> subprocess.Comp
     )
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = story.make_project(tmp_path_factory.mktemp("audit") / "project")
+def story_project(root: Path) -> Path:
+    """A project at ``root`` whose store holds the story (tests/story.py)."""
+    story.make_project(root)
     story.write_story(root)
     return root
 
 
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"{path} is missing: run with LOPEN_UPDATE_GOLDEN=1 to write it"
-    assert text == path.read_text(encoding="utf-8"), f"the output differs from {path.name}"
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return story_project(tmp_path_factory.mktemp("audit") / "project")
+
+
+def render(project: Path, name: str) -> str:
+    """The output golden file ``name`` holds: its command line of ``GOLDEN`` run on ``project``."""
+    args, columns = GOLDEN[name]
+    return ok(lopen(project, *args, columns=columns))
+
+
+def refresh(scratch: Path) -> list[Path]:
+    """Write every golden file again from a story project made under ``scratch`` (bin/refresh-golden)."""
+    project = story_project(scratch / "project")
+    GOLDEN_DIR.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in GOLDEN:
+        path = GOLDEN_DIR / name
+        path.write_text(render(project, name), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def golden(project: Path, name: str) -> str:
+    """``name``'s output, which must be the golden file's text (compared, never written)."""
+    text = render(project, name)
+    path = GOLDEN_DIR / name
+    assert path.is_file(), f"{path} is missing: run bin/refresh-golden and review it"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"the output differs from {path.name}: after an intended change run bin/refresh-golden and review the diff"
+    )
+    return text
+
+
+def test_every_golden_file_is_compared() -> None:
+    assert sorted(p.name for p in GOLDEN_DIR.iterdir()) == sorted(GOLDEN), "a stale or unlisted golden file"
 
 
 def ok(out: subprocess.CompletedProcess[str]) -> str:
@@ -63,8 +110,7 @@ def ok(out: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize("columns", [80, 200])
 def test_text_view_fits_the_terminal_width(project: Path, columns: int) -> None:
-    text = ok(lopen(project, "replay", story.SESSION_1, columns=columns))
-    golden(f"session-1-{columns}.txt", text)
+    text = golden(project, f"session-1-{columns}.txt")
     assert all(len(line) <= columns for line in text.splitlines())
     # the session's story starts with the approval it worked from: who approved, what was approved
     first = text.splitlines()[1 if columns < 120 else 0]
@@ -88,8 +134,7 @@ def test_a_narrow_terminal_cuts_values_longest_first(project: Path) -> None:
 
 
 def test_full_cuts_nothing(project: Path) -> None:
-    text = ok(lopen(project, "replay", story.SESSION_1, "--full", columns=80))
-    golden("session-1-full.txt", text)
+    text = golden(project, "session-1-full.txt")
     assert "…" not in text
     assert story.REJECTION in text
     assert story.COMMIT_1 in text and story.TREE_PASSED in text  # hashes unabbreviated
@@ -99,8 +144,7 @@ def test_full_cuts_nothing(project: Path) -> None:
 
 @pytest.mark.parametrize("columns", [80, 200])
 def test_tree_groups_invocations_tool_calls_and_verdicts(project: Path, columns: int) -> None:
-    text = ok(lopen(project, "replay", story.SESSION_1, "--tree", columns=columns))
-    golden(f"session-1-tree-{columns}.txt", text)
+    text = golden(project, f"session-1-tree-{columns}.txt")
     lines = text.splitlines()
     task = next(i for i, line in enumerate(lines) if "┌ InvocationStarted" in line and "inv-t1" in line)
     end = next(i for i, line in enumerate(lines) if "└ InvocationFinished" in line and "inv-t1" in line)
@@ -131,8 +175,7 @@ def seqs(text: str) -> list[int]:
 
 
 def test_task_filter_follows_the_tasks_invocations_and_their_oracles(project: Path) -> None:
-    text = ok(lopen(project, "replay", story.SESSION_1, "--task", "core/1", columns=200))
-    golden("session-1-task-core-1.txt", text)
+    text = golden(project, "session-1-task-core-1.txt")
     assert "inv-o1" in text and "inv-o2" in text and "REJECTED" in text and "c0ffee111111" in text
     assert "core/2" not in text.replace("tasks=2[core/1, core/2]", "")
     assert "inv-plan" not in text and "inv-t2" not in text
@@ -156,15 +199,13 @@ def test_invocation_filter_keeps_its_oracle_invocations(project: Path) -> None:
 
 
 def test_type_filter_is_repeatable_and_case_insensitive(project: Path) -> None:
-    text = ok(lopen(project, "replay", story.SESSION_1, "--type", "oracleverdictrecorded", "--type", "CommitRecorded"))
-    golden("session-1-types.txt", text)
+    text = golden(project, "session-1-types.txt")
     kinds = [line.split()[3] for line in text.splitlines() if line[:1].isdigit()]
     assert kinds == ["OracleVerdictRecorded", "OracleVerdictRecorded", "CommitRecorded"]
 
 
 def test_since_and_until_take_times_and_seqs(project: Path) -> None:
-    by_time = ok(lopen(project, "replay", story.SESSION_1, "--since", "2026-11-26T09:02:30Z", "--until", "#33"))
-    golden("session-1-since-until.txt", by_time)
+    by_time = golden(project, "session-1-since-until.txt")
     assert seqs(by_time) == [31, 32, 33]
     by_seq = ok(lopen(project, "replay", story.SESSION_1, "--since", "31", "--until", "2026-11-26T09:02:36"))
     assert by_time == by_seq
@@ -227,8 +268,7 @@ def test_parse_bound() -> None:
 
 
 def test_log_tells_one_task_across_sessions(project: Path) -> None:
-    text = ok(lopen(project, "log", "core/2", columns=120))
-    golden("log-core-2-120.txt", text)
+    text = golden(project, "log-core-2-120.txt")
     assert text.count("── session ") == 2
     flat = " ".join(" ".join(line.strip(" │") for line in text.splitlines()).split())
     assert "prompt: [lopen] module=slugify phase=building step=6 component=core task=core/2 kind=task" in flat

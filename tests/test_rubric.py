@@ -124,6 +124,12 @@ def test_a_list_that_leaves_a_criterion_unjudged_is_the_reviewers_failure() -> N
     assert "did not judge S-02" in judged.summary and "not a fault in your code" in judged.summary
 
 
+def test_a_failing_command_is_the_codes_fault_even_when_the_list_is_short() -> None:
+    judged = judge(parse_verdict(verdict(True, ("S-01", True))), evidence("S-01", "S-02", exit_code=2))
+    assert not judged.passed and not judged.reviewer_failed
+    assert judged.summary.startswith("`pytest -q` failed (exit 2)")
+
+
 @pytest.mark.parametrize("answer", ['{"passed": "true", "summary": "x"}', "LGTM, ship it", '{"passed": 1}'])
 def test_only_a_json_boolean_passes_and_an_unreadable_answer_is_the_reviewers_failure(answer: str) -> None:
     read = parse_verdict(answer)

@@ -724,3 +724,18 @@ def test_the_tools_state_their_contracts() -> None:
         "partial",
         "done",
     }
+
+
+def test_a_pass_over_failing_tests_shows_the_model_the_failing_output(world: World) -> None:
+    """The implementer sees why: the verdict it reads carries the end of the failing command's output."""
+    world.plan("Sign tokens")
+    world.work(text="def sign():\n    return ''\n")  # the test asserts a truthy signature: it fails
+    box = world.toolbox(component="core", task="core/1")
+    world.ran_tests(box)
+    said = json.loads(box.verify_task(VerifyTaskArgs(task_id="core/1")))  # the oracle (scripted) says pass
+
+    assert said["passed"] is False and said["summary"].startswith(f"`{TESTS}` failed (exit 1)")
+    (failing,) = [f for f in said["findings"] if f["category"] == "verify-command"]
+    assert "test_sign" in failing["description"] and "AssertionError" in failing["description"]
+    assert said["next"].startswith("fix what the findings")
+    assert "confidence" not in said

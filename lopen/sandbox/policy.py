@@ -183,7 +183,8 @@ def read_problem(policy: Policy, path: str) -> str:
 
 def _why(guard: str) -> str:
     name = os.path.basename(guard)
-    if name == ".lopen" or "/.lopen/" in guard + "/":
+    inside_lopen = "/.lopen/" in guard + "/" and "/.lopen/worktrees/" not in guard + "/"  # not the model's own
+    if name == ".lopen" or inside_lopen:
         return "it is Lopen's own state (store, configuration, locks)"
     if guard.endswith("/docs/requirements"):
         return "it is the approved specification; read it with the read_spec tool"

@@ -3,8 +3,8 @@
 parallel work and the benchmarks (``bin/bench-parallel``).
 
 Task ``<c>/<n>`` writes ``<c>_<n>.py`` (a function returning ``"<c>/<n>"``) and its test
-``tests/test_<c>_<n>.py``, runs the tests, asks for verification, completes the task; the last task of a
-component also asks for the component's verification. A part with ``shared`` also writes that file in
+``tests/test_<c>_<n>.py``, runs the tests, asks for verification, completes the task (Lopen verifies each
+component and the module itself). A part with ``shared`` also writes that file in
 its first task (its own name in it): two such parts conflict when merged, and their resolution task
 (``<c>/<tasks + 1>``) writes every sharer's name, sorted. Every oracle verdict passes.
 
@@ -243,33 +243,13 @@ def playbook(module: str, parts: list[Part], *, latency: float = 0.0, usage: Usa
     )
     for p in parts:
         for n in range(1, p.tasks + 1):
-            rules.append(_task_rule(module, p, n, n == p.tasks, turn))
+            rules.append(_task_rule(p, n, turn))
         if p.shared:
             rules.append(_resolution_rule(p, sharers, turn))
-        rules.append(
-            Rule(
-                name=f"verify-{p.name}",
-                match=Match(user_regex=_header(kind="component-verification", component=p.name)),
-                turns=[
-                    turn(f"Verifying {p.name}.", _call("verify_component_completion", component=p.name)),
-                    turn(f"{p.name} is verified."),
-                ],
-            )
-        )
-    rules.append(
-        Rule(
-            name="module",
-            match=Match(user_regex=_header(kind="module-verification")),
-            turns=[
-                turn("Verifying the module.", _call("verify_module_completion", module=module)),
-                turn("The module is verified."),
-            ],
-        )
-    )
     return Playbook(name=f"generated-{module}", models=[MAIN, ORACLE], default_usage=usage, rules=rules)
 
 
-def _task_rule(module: str, p: Part, n: int, last: bool, turn: _Turns) -> Rule:
+def _task_rule(p: Part, n: int, turn: _Turns) -> Rule:
     task = f"{p.name}/{n}"
     files = [
         _call("create", path=f"{{{{cwd}}}}/{p.name}_{n}.py", file_text=f'def value():\n    return "{task}"\n'),
@@ -287,8 +267,6 @@ def _task_rule(module: str, p: Part, n: int, last: bool, turn: _Turns) -> Rule:
         turn("Asking for verification.", _call("verify_task_completion", task_id=task)),
         turn("Verified.", _call("update_task_status", task_id=task, status="complete", reason="verified")),
     ]
-    if last:
-        turns.append(turn(f"Verifying component {p.name}.", _call("verify_component_completion", component=p.name)))
     turns.append(turn(f"{task} is done."))
     return Rule(name=f"task-{p.name}-{n}", match=Match(user_regex=_header(kind="task", task=task)), turns=turns)
 
@@ -308,7 +286,6 @@ def _resolution_rule(p: Part, sharers: list[str], turn: _Turns) -> Rule:
             turn("Running the tests.", _call("bash", command=TEST_COMMAND, description="Run the tests")),
             turn("Asking for verification.", _call("verify_task_completion", task_id=task)),
             turn("Verified.", _call("update_task_status", task_id=task, status="complete", reason="resolved")),
-            turn(f"Verifying component {p.name}.", _call("verify_component_completion", component=p.name)),
             turn("The merge is resolved."),
         ],
     )

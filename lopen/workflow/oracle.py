@@ -292,7 +292,7 @@ def judge(verdict: Verdict, evidence: Evidence) -> Verdict:
             reasons.append(f"the reviewer passed it with unmet criteria ({', '.join(unmet)})")
         elif errors:
             reasons.append("the reviewer passed it with an error finding")
-        elif unjudged and verdict.criteria and evidence.rubric.criteria:
+        elif unjudged and verdict.criteria and evidence.rubric.criteria and not reasons:
             return msgspec.structs.replace(
                 verdict,
                 passed=False,

@@ -640,12 +640,23 @@ class Toolbox:
             self.passed[(scope, target)] = verdict.tree
         else:
             self.passed.pop((scope, target), None)
+        if verdict.passed:
+            following = (
+                f"mark {target} complete with update_task_status now, without changing any file"
+                if scope == "task"
+                else "nothing else to do for this verification"
+            )
+        elif verdict.reviewer_failed:
+            following = "the reviewer failed, not your code: call this verify tool again"
+        else:
+            following = "fix what the findings and the unmet criteria say, run the tests, then verify again"
         return msgspec.json.encode(
             {
                 "passed": verdict.passed,
-                "confidence": verdict.confidence,
                 "summary": verdict.summary,
+                "criteria": verdict.criteria,
                 "findings": verdict.findings,
+                "next": following,
             }
         ).decode()
 
