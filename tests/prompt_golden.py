@@ -106,10 +106,54 @@ def _oracle() -> str:
         ],
         conventions="### AGENTS.md\nRun ./check.sh before you commit.",
     )
+    return _oracle_text(evidence)
+
+
+def _oracle_text(evidence: oracle.Evidence) -> str:
     return (
         "\n\n".join(["# system message (replaces the CLI's)", oracle.SYSTEM, "# user prompt", oracle.prompt(evidence)])
         + "\n"
     )
+
+
+# A second oracle example, the other shape of the prompt: the module judged on a spec without criterion
+# ids (the planner's checks are numbered and listed once, as the criteria to judge), two other
+# components' criteria, two verify commands, no changed file but two left out of the tree for their size.
+ORACLE_MODULE = "oracle-module"
+
+
+def render_oracle_module() -> str:
+    evidence = oracle.Evidence(
+        module=MODULE,
+        scope="module",
+        target=MODULE,
+        component="",
+        task="",
+        diff="diff --git a/data/big.bin b/data/big.bin\n… diff cut at 60000 characters",
+        changed_files=[],
+        rubric=Rubric(
+            checks=("slugify('Hello World') is 'hello-world'", "the cli prints the slug of its argument"),
+            others=(
+                "[SLUG-07] python -m slugify prints the slug — component cli",
+                "[SLUG-08] a slug is at most 80 characters — not planned yet",
+            ),
+        ),
+        commands=[
+            oracle.CommandResult(
+                name="verify-tests", command="python -m pytest -q", exit_code=1, output_tail="1 failed, 15 passed"
+            ),
+            oracle.CommandResult(
+                name="verify-lint", command="ruff check .", exit_code=0, output_tail="All checks passed!"
+            ),
+        ],
+        notes="The cli is in slugify/__main__.py.",
+        left_out=["data/big.bin (120 MB)", "data/huge.bin (300 MB)"],
+    )
+    return _oracle_text(evidence)
+
+
+def oracle_module_path() -> Path:
+    return GOLDEN / f"{ORACLE_MODULE}.txt"
 
 
 KINDS = (Kind.PLANNING, Kind.TASK, Kind.SPEC, Kind.ORACLE)
@@ -125,4 +169,6 @@ def refresh() -> list[Path]:
     for kind in KINDS:
         path(kind).write_text(render(kind), encoding="utf-8")
         written.append(path(kind))
+    oracle_module_path().write_text(render_oracle_module(), encoding="utf-8")
+    written.append(oracle_module_path())
     return written

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pykka
 import pytest
+from test_actors_git import git, write
 
 from actors.git import GitActor
 from events import catalogue as ev
@@ -25,16 +26,6 @@ from lopen.project import ensure_lopen_dir, open_store
 
 MODULE = "auth"
 BRANCH = f"lopen/{MODULE}"
-
-
-def git(cwd: Path, *args: str) -> str:
-    """Plain git, as the user (or the model, in its worktree) runs it."""
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 def program(path: Path, body: str) -> Path:

@@ -199,3 +199,17 @@ def test_code_that_assigns_a_password_is_stored_unchanged(store: EventStore, tmp
         store, tmp_path, ev.ToolCalled(tool="view", arguments={"path": "auth.py"}, result_summary=ASSIGNS)
     )
     assert stored[0].result_summary == ASSIGNS
+
+
+def test_a_token_in_a_commit_message_is_redacted_though_the_sha_before_it_is_exempt(
+    store: EventStore, tmp_path: Path
+) -> None:
+    """``sha`` (exempt: Lopen's own structural data) comes before ``message`` among the event's fields:
+    skipping it must not end the walk over the fields."""
+    token = "ghp_" + "a1B2" * 9  # ghp_ and 36 alphanumerics
+    commit = ev.CommitRecorded(sha="c0ffee1", message=f"core/1: read {token} from the config", task_id="core/1")
+    assert "sha" in ev.CommitRecorded.redaction_exempt
+    assert ev.CommitRecorded.__struct_fields__.index("sha") < ev.CommitRecorded.__struct_fields__.index("message")
+    stored, raw = read_back(store, tmp_path, commit)
+    assert (stored[0].sha, stored[0].message) == ("c0ffee1", f"core/1: read {REDACTED} from the config")
+    assert token.encode() not in raw

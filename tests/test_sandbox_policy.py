@@ -28,7 +28,7 @@ def read(path: str) -> object:
     return request("read", intention=f"Read file: {path}", path=path)
 
 
-def shell(command: str) -> object:
+def shell(command: str, **fields: object) -> object:
     return request(
         "shell",
         canOfferSessionApproval=False,
@@ -38,6 +38,7 @@ def shell(command: str) -> object:
         intention="Running command",
         possiblePaths=[],
         possibleUrls=[],
+        **fields,
     )
 
 

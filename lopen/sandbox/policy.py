@@ -166,7 +166,7 @@ def write_problem(policy: Policy, path: str) -> str:
     if paths.deepest(path, policy.read_only):
         return "read-only: it is git's pointer from the worktree to the repository"
     guard = paths.deepest(path, policy.protected)
-    if len(guard) > len(root):
+    if guard and len(guard) >= len(root):  # a protected path wins over a writable root it equals
         return f"protected: {_why(guard)}"
     return ""
 
@@ -176,7 +176,7 @@ def read_problem(policy: Policy, path: str) -> str:
     if paths.is_proc_secret(path):
         return "another process's environment or memory"
     guard = paths.deepest(path, policy.protected)
-    if guard and len(guard) > len(paths.deepest(path, policy.writable)):
+    if guard and len(guard) >= len(paths.deepest(path, policy.writable)):
         return f"protected: {_why(guard)}"
     return ""
 
