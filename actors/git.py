@@ -130,29 +130,17 @@ class GitActor(pykka.ThreadingActor):
         fetched from the remote when this clone lacks it)."""
         state = self.journal.snapshot()
         lane = state.lanes.get(self.lane)
-        if lane is None:
+        again = lane is not None and bool(lane.merged_tip) and state.merged(self.lane)
+        if lane is None or (again and not state.component_done(self.lane)):
+            # The first time, or merged before and given work again (a fix of the module's verdict): the
+            # module branch holds the component's, so the lane starts at the module as the reviewer judged it.
             base = state.tip_of("")
             self._have(base)
             self.worktree.ensure(base)
-            if self.worktree.tip() != base:  # a branch left by an attempt that was never recorded
+            if lane is not None:
+                self.restart_at(base)  # published with a remote: another clone makes the lane where it now is
+            elif self.worktree.tip() != base:  # a branch left by an attempt that was never recorded
                 self.worktree.restart_at(base)
-            self.journal.record(
-                ev.BranchEnsured(
-                    branch=self.worktree.branch,
-                    created=True,
-                    base=base,
-                    worktree=str(self.worktree.path),
-                    component=self.lane,
-                )
-            )
-        elif lane.merged_tip and state.merged(self.lane) and not state.component_done(self.lane):
-            # Merged before and given work again (a fix of the module's verdict): the module branch holds
-            # the component's branch, so the branch moves forward to it and the fix is built on the module
-            # as the reviewer judged it (not on the component's work alone, before the others were merged).
-            base = state.tip_of("")
-            self._have(base)
-            self.worktree.ensure(base)
-            self.restart_at(base)  # published with a remote: another clone makes the lane where it now is
             self.journal.record(
                 ev.BranchEnsured(
                     branch=self.worktree.branch,
