@@ -32,9 +32,9 @@ from events.projections import PROJECTIONS, Projections
 from events.projections.base import Projection
 from events.projections.plan import plan_path
 from events.recorded import module_stream
-from events.replay import session_records
-from events.report import session_report, to_markdown
+from events.selection import session_records
 from events.store import EventStore
+from lopen.app.views.report import session_report, to_markdown
 
 DAY = date(2026, 11, 26)
 

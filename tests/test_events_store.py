@@ -932,7 +932,7 @@ def test_module_lock_names_the_holder(tmp_path: Path) -> None:
 
 def test_events_is_the_bottom_layer() -> None:
     code = (
-        "import sys, events, events.projections, events.replay, events.report, events.backends,"
+        "import sys, events, events.projections, events.selection, events.backends,"
         " events.fold, events.journal;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('lopen', 'actors')];"
         "assert not bad, bad"

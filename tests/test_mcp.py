@@ -297,7 +297,7 @@ def test_resume_waits_for_a_paused_run_that_is_still_closing_and_refuses_a_runni
     is refused at once."""
     from events.locks import ModuleLock
     from lopen.errors import LopenError
-    from lopen.mcp_server import Operations
+    from lopen.mcp.server import Operations
 
     ops = Operations(steered, server_env(steered))
     closing = ModuleLock(steered, "greet")

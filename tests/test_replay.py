@@ -21,8 +21,8 @@ import story
 
 from events import catalogue as ev
 from events.recorded import Recorded, module_stream
-from events.replay import Selection, TextView, iso, json_line, parse_bound, session_records
 from events.store import EventStore
+from lopen.app.views.replay import Selection, TextView, iso, json_line, parse_bound, session_records
 
 GOLDEN_DIR = Path(__file__).parent / "golden" / "replay"
 # golden file → the `lopen` command line whose output it holds, and the terminal width (COLUMNS) it runs in

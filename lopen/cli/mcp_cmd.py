@@ -39,7 +39,7 @@ def mcp(
 
     root = find_root(project)
     try:
-        import lopen.mcp_server as server
+        import lopen.mcp.server as server
     except ImportError as exc:  # the SDK is a dependency; a broken install says so
         from lopen.errors import LopenError
 

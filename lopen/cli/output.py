@@ -12,41 +12,15 @@ is set; symbols fall back to ASCII with `display.ascii` or when stdout cannot en
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
-from typing import TextIO
 
 import typer
 
 from events.errors import Problem
 from lopen.config import Settings, load_settings
 from lopen.errors import LopenError
-
-# name: (unicode, ascii)
-SYMBOLS: dict[str, tuple[str, str]] = {
-    "ok": ("✓", "+"),
-    "fail": ("✗", "x"),
-    "warn": ("!", "!"),
-    "current": ("▶", ">"),
-    "pending": ("○", "o"),
-}
-
-
-def color_enabled(mode: str, stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
-    """Whether to colour `stream`: NO_COLOR (non-empty) wins, then `mode` auto|always|never."""
-    env = os.environ if env is None else env
-    if env.get("NO_COLOR") or mode == "never":
-        return False
-    if mode == "always":
-        return True
-    return bool(getattr(stream, "isatty", lambda: False)()) and env.get("TERM") != "dumb"
-
-
-def unicode_ok(stream: TextIO) -> bool:
-    """Whether `stream` can print ✓ ✗ ▶ ○ (its encoding is UTF-8)."""
-    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-    return encoding == "utf8"
+from lopen.term import SYMBOLS, color_enabled, unicode_ok
 
 
 class Console:

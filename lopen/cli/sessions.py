@@ -132,7 +132,7 @@ def _view_options(width: int | None, full: bool) -> dict[str, object]:
     """Width (the terminal's, else COLUMNS, else a wide default) and symbols for the text view."""
     import shutil
 
-    from events.replay import WIDTH
+    from lopen.app.views.replay import WIDTH
     from lopen.cli.output import Console
 
     return {
@@ -143,7 +143,7 @@ def _view_options(width: int | None, full: bool) -> dict[str, object]:
 
 
 def _selection(task: str | None, invocation: str | None, types: list[str] | None, since: str | None, until: str | None):
-    from events.replay import Selection, event_type_names, parse_bound
+    from lopen.app.views.replay import Selection, event_type_names, parse_bound
     from lopen.errors import LopenError
 
     try:
@@ -157,7 +157,7 @@ def _selection(task: str | None, invocation: str | None, types: list[str] | None
                 bounds[flag] = parse_bound(text, upper=flag == "--until")
             except ValueError as exc:
                 raise LopenError(f"{flag} {text!r} is not understood", str(exc), f"give {flag} {BOUND_HELP}") from None
-    from events.replay import Bound
+    from lopen.app.views.replay import Bound
 
     return Selection(
         task=task or "",
@@ -193,8 +193,8 @@ def replay(
     The story starts with the spec approval the session worked from (who approved, the approved
     hashes). Oracle findings and failure causes are shown under their event.
     """
-    from events import replay as rp
     from events.recorded import parse_session_id
+    from lopen.app.views import replay as rp
     from lopen.errors import LopenError
 
     if session_id is not None:
@@ -279,7 +279,7 @@ def log(
 ) -> None:
     """One task's story across every session: its invocations (with their prompt headers), tool
     calls, oracle verdicts with their findings, status changes and commits."""
-    from events import replay as rp
+    from lopen.app.views import replay as rp
     from lopen.errors import LopenError
 
     with _store() as store:
@@ -418,7 +418,7 @@ def show(
     import msgspec
 
     from events.fold import ModuleState
-    from events.report import session_report, to_markdown, to_yaml
+    from lopen.app.views.report import session_report, to_markdown, to_yaml
 
     with _store() as store:
         session = _session_or_fail(store, session_id)

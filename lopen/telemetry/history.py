@@ -1,6 +1,6 @@
 """Traces from history: export a past session from the store (``lopen trace``).
 
-The events of a session (``events.replay.session_records``) go through the same folds as the live
+The events of a session (``events.selection.session_records``) go through the same folds as the live
 export (``SpanBuilder``, ``MetricsFold``), so a session exported after the fact — made with
 telemetry off, or on another machine sharing a PostgreSQL store — gives the spans and metrics a live
 export of it gave or would have given: same tree, same ids, the events' own times.
@@ -97,7 +97,7 @@ def export_session(
     budget: Usage = (0, 0.0),
 ) -> Exported:
     """Export one stored session (its projections must be current: ``store.projections.catch_up()``)."""
-    from events.replay import session_records
+    from events.selection import session_records
 
     fold = MetricsFold(budget, module_usage_before(store.read_stream))
     return export_records(

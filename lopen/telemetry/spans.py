@@ -555,6 +555,6 @@ class SpanBuilder:
 
 
 def build_spans(records: Iterable[Recorded], *, capture_content: bool = False) -> list[Span]:
-    """Every span of ``records`` (e.g. ``events.replay.session_records``), open ones ended at the last event."""
+    """Every span of ``records`` (e.g. ``events.selection.session_records``), open ones ended at the last event."""
     builder = SpanBuilder(capture_content=capture_content)
     return builder.feed(records) + builder.finish()

@@ -533,7 +533,7 @@ class LopenApp(App[int]):
     def _replay(self) -> None:
         if self.feed is None or self.state is None:
             return
-        from events.replay import TextView
+        from lopen.app.views.replay import TextView
 
         session = self.state.session_id
         view = TextView(120, tree=True)

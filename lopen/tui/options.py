@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from lopen.cli.output import unicode_ok
+from lopen.term import unicode_ok
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
 

@@ -1,7 +1,7 @@
 """The symbols the TUI draws, each with an ASCII fallback (U3).
 
 ``Symbols(ascii=True)`` is used with ``display.ascii``, or when the terminal's encoding is not UTF-8.
-The names extend the command line's table (``lopen.cli.output.SYMBOLS``), so ``✓`` means the same
+The names extend the command line's table (``lopen.term.SYMBOLS``), so ``✓`` means the same
 everywhere::
 
     glyph = Symbols(ascii=False)
@@ -10,7 +10,7 @@ everywhere::
 
 from __future__ import annotations
 
-from lopen.cli.output import SYMBOLS as CLI_SYMBOLS
+from lopen.term import SYMBOLS as CLI_SYMBOLS
 
 # name: (unicode, ascii)
 TABLE: dict[str, tuple[str, str]] = {

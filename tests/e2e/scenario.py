@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from events import catalogue as ev
-from events.replay import session_records
+from events.selection import session_records
 from lopen.app.demo import MAIN_MODEL, MODULE, ORACLE_MODEL, PLAYBOOK, demo_settings, prepare_project
 from lopen.app.engine import run_module
 from lopen.project import open_store

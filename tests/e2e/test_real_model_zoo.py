@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from events import catalogue as ev
-from events.replay import session_records
+from events.selection import session_records
 from lopen.app.demo import EXAMPLE, run_demo
 from lopen.project import open_store
 from lopen.scripted_model import LoggedRequest, ScriptedModelServer, load_playbook

@@ -14,7 +14,7 @@ import pytest
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 
 from events import catalogue as ev
-from events.replay import session_records
+from events.selection import session_records
 from lopen.project import open_store
 from lopen.telemetry import ids
 

@@ -151,7 +151,7 @@ def test_the_model_asks_the_person_answers_and_approves_at_the_gate(tmp_path: Pa
     with store:
         store.projections.catch_up()
         (session,) = store.projections.sessions.all()
-        from events.replay import session_records
+        from events.selection import session_records
 
         events = [r.event for r in session_records(store, project, session.id)]
     asked = [e for e in events if isinstance(e, ev.ToolCalled) and e.tool == "ask_user"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from events import catalogue as ev
-from events.replay import session_records
+from events.selection import session_records
 from lopen.app.demo import PLAYBOOK, prepare_project, run_demo
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook

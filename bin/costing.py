@@ -1,4 +1,4 @@
-"""Lopen's own cost in a run, on the critical path (for the benchmarks: bin/bench-workflow,
+"""Lopen's own cost in a run (not part of the product: for the benchmarks bin/bench-workflow,
 bin/bench-parallel) — what Lopen adds to a run that is neither the model, nor the Copilot CLI's own
 processing, nor the project's commands.
 

@@ -195,7 +195,7 @@ class Operations:
             return out
 
     def session(self, session_id: str) -> dict[str, Any]:
-        from events.report import session_report
+        from lopen.app.views.report import session_report
 
         with self.store() as (store, _):
             report = session_report(store.projections, session_id)
@@ -214,7 +214,7 @@ class Operations:
     ) -> dict[str, Any]:
         """One page of a session's history (``lopen replay --json``): events with ``seq > after_seq``;
         ``next_after_seq`` continues it (None at the end)."""
-        from events import replay as rp
+        from lopen.app.views import replay as rp
 
         limit = max(1, min(limit, PAGE_LIMIT))
         try:
@@ -244,7 +244,7 @@ class Operations:
 
     def task_log(self, task: str, module: str = "") -> dict[str, Any]:
         """Every event of one task across sessions (``lopen log --json``)."""
-        from events import replay as rp
+        from lopen.app.views import replay as rp
 
         with self.store() as (store, project):
             states = [s for s in store.projections.plan.all() if task in s.tasks and (not module or s.module == module)]
@@ -467,7 +467,7 @@ class Operations:
 
 
 def _iso(at: float) -> str:
-    from events.replay import iso
+    from lopen.app.views.replay import iso
 
     return iso(at) if at else ""
 
