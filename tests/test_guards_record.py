@@ -18,7 +18,7 @@ from test_journal import stored_fold
 from events import catalogue as ev
 from events.journal import Contradiction, Journal
 from events.recorded import module_stream
-from events.redaction import REDACTED, forget_secrets, register_secrets
+from events.redaction import REDACTED, forget_secrets, redact_text, register_secrets
 from events.store import EventStore
 from lopen.workflow.oracle import parse_verdict
 
@@ -191,14 +191,72 @@ def test_code_that_names_a_password_or_a_token_is_stored_unchanged(store: EventS
     assert REDACTED.encode() not in raw
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: redaction mangles code")
-def test_code_that_assigns_a_password_is_stored_unchanged(store: EventStore, tmp_path: Path) -> None:
-    """Today ``password = hash_password(token)`` is stored as ``password = [REDACTED]``: the
-    ``token=…`` rule takes any assignment to a name containing password/token/key/secret."""
-    stored, _ = read_back(
-        store, tmp_path, ev.ToolCalled(tool="view", arguments={"path": "auth.py"}, result_summary=ASSIGNS)
-    )
-    assert stored[0].result_summary == ASSIGNS
+AUTH_CODE = (
+    "import secrets\n\n\n"
+    "class Users:\n"
+    "    def register(self, username: str, password: str) -> None:\n"
+    "        self.hashes[username] = hash_password(password)\n\n"
+    "    def issue(self, secret_key: str = DEFAULT_SECRET) -> str:\n"
+    "        token = secrets.token_urlsafe(32)\n"
+    "        api_key = os.environ['API_KEY']\n"
+    '        headers = {"Authorization": f"Bearer {token}"}\n'
+    "        return token\n"
+)
+
+
+@pytest.mark.parametrize("code", [ASSIGNS, AUTH_CODE], ids=["assigns", "auth-module"])
+def test_code_that_assigns_a_password_or_a_token_is_stored_unchanged(
+    store: EventStore, tmp_path: Path, code: str
+) -> None:
+    """Issue 22: ``password = hash_password(token)`` was stored as ``password = [REDACTED]``, a
+    ``password: str`` parameter as ``password: [REDACTED]``: an identifier, a type hint or a call is
+    never a secret, so an auth module's code, edits and views are kept byte for byte."""
+    edit = ev.ToolCalled(tool="edit", arguments={"path": "auth.py", "old_str": code, "new_str": code + "\n"})
+    view = ev.ToolCalled(tool="view", arguments={"path": "auth.py"}, result_summary=code)
+    stored, raw = read_back(store, tmp_path, edit, view)
+    assert stored[0].arguments["old_str"] == code and stored[0].arguments["new_str"] == code + "\n"
+    assert stored[1].result_summary == code
+    assert REDACTED.encode() not in raw
+
+
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+
+
+@pytest.mark.parametrize(
+    ("secret", "text"),
+    [
+        (PEM, "cat > id_ed25519 <<EOF\n{}\nEOF"),
+        (JWT, "curl -H 'X-Session: {}' localhost"),
+        ("hunter2hunter2", 'DATABASE_URL="x"\nDB_PASSWORD={}\n'),  # an .env line
+        ("Zx9!qwerty", "db_password = '{}'"),  # a string literal with a digit or a symbol
+        ("a8f3k29dk3ls92kd", "access_token: {}"),  # an unquoted value that looks random
+        ("xoxb-1234567890-abcdefghij", "SLACK={}"),
+        ("ASIAIOSFODNN7EXAMPLE", "temporary id {} for the session"),
+    ],
+    ids=["pem-block", "jwt", "env-line", "literal", "random-value", "slack", "aws-session-id"],
+)
+def test_a_secret_the_model_writes_is_redacted_and_the_rest_kept(
+    store: EventStore, tmp_path: Path, secret: str, text: str
+) -> None:
+    call = ev.ToolCalled(tool="bash", arguments={"command": text.format(secret)})
+    stored, raw = read_back(store, tmp_path, call)
+    assert stored[0].arguments["command"] == text.format(REDACTED)
+    assert secret.encode() not in raw
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "Bearer authentication is required; Basic authentication too",
+        'token_type = "bearer"; TOKEN_HEADER = "Authorization"',
+        "token = request.headers['Authorization']; api_key = os.environ['API_KEY']",
+        "password = generate_password_hash(password); secret_key: str = Field(default=...)",
+        "export TOKEN=$GITHUB_TOKEN; PASSWORD=$(cat pw.txt)",
+    ],
+)
+def test_words_names_and_lookups_are_not_secrets(prose: str) -> None:
+    assert redact_text(prose) == prose
 
 
 def test_a_token_in_a_commit_message_is_redacted_though_the_sha_before_it_is_exempt(
