@@ -143,7 +143,7 @@ def _is_secret_value(lead: str, quote: str, value: str) -> bool:
 def _assignment(m: re.Match[str]) -> str:
     lead, quote = m.group(1), m.group(2) or ""
     value = m.group(3) if quote else m.group(4)
-    if not _is_secret_value(lead.lstrip(), quote, value):
+    if not _is_secret_value(lead, quote, value):
         return m.group(0)
     return f"{lead}{quote}{REDACTED}{quote}"
 

@@ -271,3 +271,31 @@ def test_a_token_in_a_commit_message_is_redacted_though_the_sha_before_it_is_exe
     stored, raw = read_back(store, tmp_path, commit)
     assert (stored[0].sha, stored[0].message) == ("c0ffee1", f"core/1: read {REDACTED} from the config")
     assert token.encode() not in raw
+
+
+R = REDACTED
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {R}"),  # base64 of user:pass
+        ("Authorization: Basic dXNlcjpwYXNzMQ", f"Authorization: Basic {R}"),  # user:pass1, its padding left out
+        ("Basic Zm9vYmFyYmF6 is base64 of foobarbaz", "Basic Zm9vYmFyYmF6 is base64 of foobarbaz"),  # no colon
+        ("Basic dXNl.cjpwYXNz", "Basic dXNl.cjpwYXNz"),  # not base64 at all
+        ("Bearer Authentication", "Bearer Authentication"),  # a word, capitalised
+        ("API_KEY=abcd", f"API_KEY={R}"),  # an environment line: four characters are a value
+        ("API_KEY=abc", "API_KEY=abc"),  # three are not
+        ('password = "<your-password-1>"', 'password = "<your-password-1>"'),  # placeholders
+        ("password = '{vault_pw_1}'", "password = '{vault_pw_1}'"),
+        ("password = '%(db_pw_1)s'", "password = '%(db_pw_1)s'"),
+        ("access_token: a8f3k29dk3ls", f"access_token: {R}"),  # twelve random characters
+        ("access_token: a8f3k29dk3l", "access_token: a8f3k29dk3l"),  # eleven: too short to tell
+        ("access_token: a8f3k29dk3ls92kd.", f"access_token: {R}"),  # the sentence's full stop is not a lookup
+        ("token: app.config.key123", "token: app.config.key123"),  # an attribute
+        ("token: hash(pw1234567)", "token: hash(pw1234567)"),  # a call
+        ("token: user_token_2024", "token: user_token_2024"),  # a snake_case name
+    ],
+)
+def test_the_boundaries_of_what_is_a_secret(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
