@@ -3,6 +3,7 @@ tree of its files as they are, and commits of exactly a given tree (G1, G5, G6).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -381,3 +382,27 @@ def test_files_over_the_size_limit_stay_out_of_the_tree_and_are_named(repo: Path
     assert files["app.py"] == "print('v1')"  # (stripped)
     assert sorted(limited.left_out) == [("app.py", 2012), ("big.bin", 2000), ("data/also big.bin", 1001)]
     assert "big.bin" not in limited.dirty_files()
+
+
+def test_a_nested_repository_stays_out_of_the_tree_and_is_named(repo: Path, wt: Worktree) -> None:
+    """Issue 21: a model's `git init sub` made `git add -A` fail (a repository without a commit) and every
+    later run abort; one with a commit became a gitlink to a commit nobody can fetch."""
+    write(wt.path / "src.py", "print('mine')\n")
+    subprocess.run(["git", "init", "-q", "empty"], cwd=wt.path, check=True)  # no commit in it
+    write(wt.path / "empty" / "f.txt", "inside\n")
+    subprocess.run(["git", "init", "-q", "vendor/lib"], cwd=wt.path, check=True)  # below an untracked folder
+    write(wt.path / "vendor" / "lib" / "g.txt", "inside\n")
+    git(wt.path / "vendor" / "lib", "add", ".")
+    git(wt.path / "vendor" / "lib", "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qm", "vendored")
+    write(wt.path / "vendor" / "README", "kept\n")
+
+    tree = wt.tree()
+
+    files = files_of(wt.path, tree)
+    assert "src.py" in files and "vendor/README" in files
+    assert not [f for f in files if f.startswith(("empty", "vendor/lib"))]
+    assert "160000" not in git(wt.path, "ls-tree", "-r", tree)  # no gitlink
+    assert sorted(wt.nested) == ["empty", "vendor/lib"]
+    shutil.rmtree(wt.path / "empty")
+    wt.tree()
+    assert wt.nested == ["vendor/lib"]

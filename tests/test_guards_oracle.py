@@ -279,3 +279,12 @@ def test_a_verdict_the_rules_leave_alone_is_returned_as_read() -> None:
     read = parse_verdict(answer(True, ("A", True)))
     assert judge(read, evidence("A")) == read
     assert isinstance(read, Verdict)
+
+
+def test_nested_repositories_left_out_of_the_tree_are_named_under_the_changed_files() -> None:
+    text = prompt(evidence("A-1", nested=["vendor/lib", "sub"]))
+    files = text.split("## Changed files\n", 1)[1]
+    assert files.startswith(
+        "- a.py\n- vendor/lib/: a git repository of its own, left out of the tree and the commit\n"
+        "- sub/: a git repository of its own, left out of the tree and the commit"
+    )

@@ -80,6 +80,7 @@ class Worktree:
         self.path = path
         self.max_file_bytes = max_file_bytes  # files larger than this stay out of every tree; 0: no limit
         self.left_out: list[tuple[str, int]] = []  # (path, bytes) the last tree() left out for their size
+        self.nested: list[str] = []  # the nested git repositories the last tree() left out (their folders)
         self.branch = branch
         self.ref = f"refs/heads/{branch}"
         self.ignore = ignore
@@ -246,7 +247,8 @@ class Worktree:
         Built in a private index of Lopen's (under ``.lopen/indexes/``) that starts from the branch tip, so
         files the branch tracks stay even when a `.gitignore` matches them; the worktree's own index and
         HEAD are not touched. The index is kept between calls — read from the tip again only when the tip
-        moved — so git re-reads only the files that changed: two git processes per tree (three with a size limit).
+        moved — so git re-reads only the files that changed: three git processes per tree. New nested git
+        repositories are left out (``nested``), as files over ``max_file_bytes`` are (``left_out``).
         """
         with self._tree_lock:
             index = self.repo_root / ".lopen" / "indexes" / (self.path.name + "-" + _digest(str(self.path)))
@@ -258,10 +260,13 @@ class Worktree:
                 try:
                     if attempt or tip != self._indexed or not index.exists():
                         self._read_tip(index, tip, env)
-                    self.left_out = self._oversized(excludes, env) if self.max_file_bytes else []
+                    names = self._unindexed(excludes, env)
+                    self.left_out = self._oversized(names) if self.max_file_bytes else []
+                    self.nested = self._nested_repositories(names)
                     if self.left_out and self._indexed != "fresh":
                         self._read_tip(index, tip, env)  # an oversized file keeps the tip's version (if any)
                     skip = [f":(exclude,literal){relative}" for relative, _size in self.left_out]
+                    skip += [f":(exclude,literal){folder}" for folder in self.nested]
                     self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
                     self._indexed = tip
                     return self._git("write-tree", env=env)
@@ -279,14 +284,28 @@ class Worktree:
             self._git("read-tree", tip, env=env)
         self._indexed = "fresh"
 
-    def _oversized(self, excludes: tuple[str, ...], env: dict[str, str]) -> list[tuple[str, int]]:
+    def _unindexed(self, excludes: tuple[str, ...], env: dict[str, str]) -> list[str]:
+        """The new and changed paths against the private index (the tip), ignored ones left out; a
+        nested git repository is one entry, its folder with a trailing ``/``."""
+        listed = self._git_bytes(*excludes, "ls-files", "-z", "--others", "--modified", "--exclude-standard", env=env)
+        return [name for name in dict.fromkeys(listed.decode("utf-8", "surrogateescape").split("\0")) if name]
+
+    def _nested_repositories(self, names: list[str]) -> list[str]:
+        """The folders that are git repositories of their own (a model's ``git init sub``, a cloned
+        dependency): left out of the tree, so that ``git add`` neither fails on one without a commit nor
+        records a gitlink to a commit nobody can fetch. A gitlink the branch already tracks (the user's
+        submodule) is not new, so it stays."""
+        return [name.rstrip("/") for name in names if name.endswith("/") and (self.path / name / ".git").exists()]
+
+    def _oversized(self, names: list[str]) -> list[tuple[str, int]]:
         """The new or changed files (against the private index: the tip) larger than ``max_file_bytes``:
         a model's 600 MB download is never hashed into the repository, committed, or diffed."""
-        listed = self._git_bytes(*excludes, "ls-files", "-z", "--others", "--modified", "--exclude-standard", env=env)
         found = []
-        for name in dict.fromkeys(listed.decode("utf-8", "surrogateescape").split("\0")):
+        for name in names:
+            if name.endswith("/"):
+                continue  # a nested repository
             try:
-                size = (self.path / name).lstat().st_size if name else 0
+                size = (self.path / name).lstat().st_size
             except OSError:
                 continue  # deleted: git records that
             if size > self.max_file_bytes:

@@ -109,6 +109,7 @@ class EvidenceCollector:
             base=base,
             problems=[edited] if edited else [],
             left_out=[f"{path} ({size / 1048576:.0f} MB)" for path, size in self.worktree.left_out],
+            nested=list(self.worktree.nested),
             conventions=render(repository_instructions(self.root)) if self.instructions else "",
         )
 

@@ -83,6 +83,7 @@ class Evidence(msgspec.Struct, frozen=True):
     base: str = ""  # the scope's base commit the diff starts from
     problems: list[str] = []  # what fails the verdict whatever the oracle says (e.g. the spec was edited)
     left_out: list[str] = []  # files the tree leaves out for their size (git.max_file_mb), as "path (N MB)"
+    nested: list[str] = []  # nested git repositories the tree leaves out (their folders)
     conventions: str = ""  # the repository's agent instructions (lopen.documents.instructions)
 
     @property
@@ -175,6 +176,9 @@ def prompt(evidence: Evidence, step: int = 6) -> str:
     files = "\n".join(f"- {f}" for f in evidence.changed_files) or "(none)"
     files += "".join(
         f"\n- {f}: too large, left out of the tree and the commit (git.max_file_mb)" for f in evidence.left_out
+    )
+    files += "".join(
+        f"\n- {f}/: a git repository of its own, left out of the tree and the commit" for f in evidence.nested
     )
     parts.append("## Changed files\n" + files)
     commands = (

@@ -6,6 +6,7 @@
   (the tests moved away, the code replaced by `raise NotImplementedError`) and claims completion —
   refused, because the files changed after the passing verdict; it restores them, verifies again and
   completes;
+  it also leaves a nested git repository (`git init vendored`), which stays out of every commit;
 - cli/1: the model edits the approved specification in its worktree (drops SLUG-08) and asks for
   verification — failed without asking the oracle; it restores the spec, verifies and completes.
 
@@ -47,7 +48,10 @@ SABOTAGE = (
     "mkdir -p .keep && mv tests/test_normalize.py .keep/ && cp slugify/normalize.py .keep/ && "
     f"printf '{STUB}' > slugify/normalize.py"
 )
-RESTORE = "mv .keep/test_normalize.py tests/ && mv .keep/normalize.py slugify/ && rm -rf .keep"
+RESTORE = (
+    "mv .keep/test_normalize.py tests/ && mv .keep/normalize.py slugify/ && rm -rf .keep && "
+    "git init -q vendored && echo v > vendored/lib.py"  # a nested repository (issue 21: it aborted the run)
+)
 COMPLETE_CORE_1 = ("update_task_status", {"task_id": "core/1", "status": "complete", "reason": "done"})
 HOSTILE_CORE_1 = [
     *CORE_1[:5],  # context, mkdir, the files, the tests pass, verify_task_completion passes
@@ -120,6 +124,8 @@ def test_only_verified_trees_are_committed_and_nothing_of_lopen_or_caches(hostil
     assert "raise NotImplementedError" not in git(root, "show", f"lopen/{MODULE}:slugify/normalize.py")
     assert "tests/test_normalize.py" in files
     assert "SLUG-08" in git(root, "show", f"lopen/{MODULE}:{SPEC}")  # the approved spec, as approved
+    assert not [f for f in files if f.startswith("vendored")]  # the nested repository: no file, no gitlink
+    assert "160000" not in git(root, "ls-tree", "-r", f"lopen/{MODULE}")
 
 
 def test_completing_after_sabotage_is_refused_because_the_tree_changed(hostile_run):
