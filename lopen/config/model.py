@@ -193,6 +193,20 @@ class Copilot(_Section):
         30.0
     )
     invocation_timeout: Annotated[Seconds, _doc("Seconds one invocation may run before it is stopped.")] = 900.0
+    max_turns_per_invocation: Annotated[
+        Count,
+        _doc(
+            "Tool calls one invocation may make (a sub-agent's count too) before Lopen stops it cleanly and "
+            "counts a failed attempt of its task: a model looping on one command stops here. 0 = no cap."
+        ),
+    ] = 150
+    max_tokens_per_invocation: Annotated[
+        Count,
+        _doc(
+            "Input and output tokens one invocation may use before Lopen stops it cleanly and counts a "
+            "failed attempt of its task. 0 = no cap."
+        ),
+    ] = 0
     builder_prompt: Annotated[
         bool,
         _doc(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from lopen.copilot.caps import InvocationCap
 from lopen.copilot.classify import ErrorEvidence
 from lopen.copilot.results import (
     AssistantDelta,
@@ -63,6 +64,9 @@ class ProviderConfig(msgspec.Struct, frozen=True):
     base_url: str = ""
     api_key: str = ""
     wire_api: str = "completions"
+
+
+FINAL = (ErrorKind.AUTH, ErrorKind.FATAL, ErrorKind.TIMEOUT, ErrorKind.CAPPED)  # never retried
 
 
 class GatewayConfig(msgspec.Struct, frozen=True):
@@ -317,7 +321,7 @@ class Gateway:
             while True:
                 last = await self._attempt(model, request, tools, emit, attempts, ask)
                 error = last.error
-                if error is None or error.kind in (ErrorKind.AUTH, ErrorKind.FATAL, ErrorKind.TIMEOUT):
+                if error is None or error.kind in FINAL:
                     return self._finish(last, attempts, started)
                 if error.kind is ErrorKind.MODEL_UNAVAILABLE:
                     break
@@ -356,7 +360,7 @@ class Gateway:
     ) -> InvocationResult:
         from lopen.telemetry.context import attach_parent, detach_parent
 
-        run = _SessionRun(model, emit)
+        run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens))
         begun = time.monotonic()
         session = None
         options = session_options(request, [t.name for t in tools])
@@ -382,6 +386,7 @@ class Gateway:
             )
             session.on(permission_asker)
             session.on(run.observe)
+            run.stop = lambda: asyncio.ensure_future(session.abort())
             await session.send_and_wait(request.prompt, timeout=request.timeout)
         except TimeoutError:
             run.error = InvocationError(
@@ -395,6 +400,8 @@ class Gateway:
             detach_parent(parent)
             if session is not None:
                 await asyncio.shield(self._dispose(session))
+        if run.cap.reached:  # stopped by Lopen: whatever the abort looked like to the SDK
+            run.error = InvocationError(kind=ErrorKind.CAPPED, message=run.cap.reached, model=model)
         attempts.append(
             Attempt(model=model, error=run.error, cli_retries=run.cli_retries, duration=time.monotonic() - begun)
         )
@@ -443,9 +450,11 @@ class _SessionRun:
     """Collects one session's events: tool calls (a sub-agent's too, with its ``agent_id``), usage per
     model call, context window, final message, errors."""
 
-    def __init__(self, model: str, emit: EventCallback) -> None:
+    def __init__(self, model: str, emit: EventCallback, cap: InvocationCap | None = None) -> None:
         self.model = model
         self.emit = emit
+        self.cap = cap or InvocationCap()
+        self.stop: Callable[[], object] = lambda: None  # aborts the session (set once it exists)
         self.final_message = ""
         self.tool_calls: list[ToolCallRecord] = []
         self.pending: dict[str, tuple[str, Any, float]] = {}
@@ -491,6 +500,8 @@ class _SessionRun:
         )
         self.tool_calls.append(record)
         self.emit(ToolFinished(record=record))
+        if self.cap.tool_call():
+            self.stop()
 
     def _on_AssistantMessageData(self, data: Any) -> None:
         if data.content:
@@ -516,6 +527,8 @@ class _SessionRun:
         self.usage.add(model, *values)
         call_id = data.api_call_id or data.provider_call_id or self.event_id
         self.emit(UsageReported(model, *values, call_id=call_id or "", agent_id=self.agent, first_of_attempt=first))
+        if self.cap.tokens(values[0], values[1]):
+            self.stop()
 
     def _on_SessionUsageInfoData(self, data: Any) -> None:
         self.context = ContextWindow(used=int(data.current_tokens or 0), limit=int(data.token_limit or 0))

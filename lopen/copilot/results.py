@@ -14,6 +14,7 @@ class ErrorKind(StrEnum):
     TRANSIENT = "transient"
     TIMEOUT = "timeout"  # the invocation ran past its timeout: not retried
     INTERRUPTED = "interrupted"  # Lopen aborted it (Ctrl+C, SIGTERM): not retried
+    CAPPED = "capped"  # it reached its cap of tool calls or tokens and was stopped: not retried
     FATAL = "fatal"
 
 
@@ -106,7 +107,8 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     ``traceparent`` (W3C, from ``lopen.telemetry``; "" = none) makes the Copilot CLI's own spans
     children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
     attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
-    share one ``gen_ai.conversation.id``.
+    share one ``gen_ai.conversation.id``. ``max_turns`` and ``max_tokens`` cap what the invocation may
+    spend (``lopen.copilot.caps``).
     """
 
     models: list[str]
@@ -120,6 +122,8 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     guidance: str = ""
     traceparent: str = ""
     conversation_id: str = ""
+    max_turns: int = 0  # tool calls before the invocation is stopped (0 = no cap; lopen.copilot.caps)
+    max_tokens: int = 0  # input + output tokens before it is stopped (0 = no cap)
 
 
 # Stream events handed to the gateway's callback while a session runs.

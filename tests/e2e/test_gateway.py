@@ -394,3 +394,38 @@ def test_a_builder_session_sends_only_its_tools_lopens_guidance_and_not_the_repo
     assert GUIDANCE in system and LAST_INSTRUCTIONS in system and "LOPEN-MESSAGE" in system
     assert sorted(t["function"]["name"] for t in built["tools"]) == sorted([*CLI_TOOLS[Kind.PLANNING], "echo"])
     assert len(json.dumps(built)) < 0.6 * len(json.dumps(default))
+
+
+def _looping_playbook(turns: int) -> str:
+    loop = "".join(
+        f'  [[rule.turn]]\n  text = "Trying again ({n})."\n'
+        '  tool_calls = [ { name = "echo", arguments = { text = "again" } } ]\n'
+        "  usage = { prompt_tokens = 1000, completion_tokens = 10 }\n"
+        for n in range(turns)
+    )
+    return (
+        '[playbook]\nname = "loop"\nmodels = ["scripted-main"]\n\n'
+        '[[rule]]\nname = "loop"\nmatch = { user_contains = "loop" }\n' + loop + '  [[rule.turn]]\n  text = "Done."\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("cap", "why"),
+    [
+        ({"max_turns": 5}, "made 5 tool calls, the most one may make (copilot.max_turns_per_invocation)"),
+        ({"max_tokens": 4000}, "used 4,040 tokens, the most one may use (copilot.max_tokens_per_invocation)"),
+    ],
+    ids=["turns", "tokens"],
+)
+def test_a_looping_invocation_is_stopped_at_its_cap_and_not_retried(scripted, gateway_for, cap, why):
+    """Issue 21: 120 tool turns of one invocation spent 455 % of a module's budget before Lopen stopped it."""
+    server = scripted(_looping_playbook(40))
+    gateway = gateway_for(server)
+    req = msgspec.structs.replace(request("please loop"), **cap)
+    result = gateway.invoke(req, [echo_tool()])
+
+    assert result.error is not None and result.error.kind is ErrorKind.CAPPED
+    assert why in result.error.message
+    assert len(result.attempts) == 1  # not retried
+    assert len(server.chat_requests) <= 6  # stopped where the cap was reached, not after 40 turns
+    assert len(result.tool_calls) <= 5
