@@ -281,6 +281,7 @@ R = REDACTED
     [
         ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {R}"),  # base64 of user:pass
         ("Authorization: Basic dXNlcjpwYXNzMQ", f"Authorization: Basic {R}"),  # user:pass1, its padding left out
+        ("Authorization: Basic dXNlcjpwd2Q", f"Authorization: Basic {R}"),  # user:pwd, one '=' left out
         ("Basic Zm9vYmFyYmF6 is base64 of foobarbaz", "Basic Zm9vYmFyYmF6 is base64 of foobarbaz"),  # no colon
         ("Basic dXNl.cjpwYXNz", "Basic dXNl.cjpwYXNz"),  # not base64 at all
         ("Bearer Authentication", "Bearer Authentication"),  # a word, capitalised
@@ -293,6 +294,7 @@ R = REDACTED
         ("access_token: a8f3k29dk3l", "access_token: a8f3k29dk3l"),  # eleven: too short to tell
         ("access_token: a8f3k29dk3ls92kd.", f"access_token: {R}"),  # the sentence's full stop is not a lookup
         ("token: app.config.key123", "token: app.config.key123"),  # an attribute
+        ("token: settings2024.X", "token: settings2024.X"),  # an attribute, however short
         ("token: hash(pw1234567)", "token: hash(pw1234567)"),  # a call
         ("token: user_token_2024", "token: user_token_2024"),  # a snake_case name
     ],
