@@ -200,6 +200,15 @@ class ToolCalled(Event, kw_only=True):
     agent_id: str = ""
 
 
+class ModelSaid(Event, kw_only=True):
+    """What the model wrote to the conversation (one assistant message, whole): its narration, its
+    questions, why it stopped. ``agent_id`` is set for a sub-agent's message."""
+
+    invocation_id: str = ""
+    text: str
+    agent_id: str = ""
+
+
 class TokensUsed(Event, kw_only=True):
     """One model call's usage, recorded as it arrives (``call_id`` is the SDK's call id), so a crash
     loses nothing and nothing is counted twice. ``agent_id`` marks a sub-agent's call."""

@@ -22,6 +22,7 @@ from events.journal import Journal, JournalClosed
 from lopen.config import Settings
 from lopen.copilot import InvocationRequest, InvocationResult, LopenTool
 from lopen.copilot.results import (
+    AssistantText,
     ErrorKind,
     ModelFellBack,
     PermissionDecision,
@@ -317,6 +318,8 @@ class Invoker:
                 call_id=record.call_id,
                 agent_id=record.agent_id,
             )
+        if isinstance(event, AssistantText):
+            return ev.ModelSaid(invocation_id=invocation_id, text=event.text, agent_id=event.agent_id)
         if isinstance(event, ModelFellBack):
             return ev.ModelFellBack(
                 invocation_id=invocation_id, from_model=event.from_model, to_model=event.to_model, why=event.why

@@ -345,3 +345,22 @@ def test_after_a_revert_a_planning_invocation_that_cannot_help_is_a_failure_not_
     planning = [e for e in started if isinstance(e, ev.InvocationStarted) and e.kind == "planning"]
     assert len(planning) == 3  # the churn threshold, not workflow.max_iterations
     assert "failed 3 times" in again.stdout and "waits for core" in again.stdout
+
+
+def test_what_the_model_said_is_recorded_and_replayed(demo_run):
+    """Issue 22: no event carried the assistant's messages; `replay` could not show why a model stopped."""
+    from lopen.app.views.replay import TextView
+
+    _, _, _, store, session, events, _ = demo_run
+    rules = {rule.name: rule for rule in load_playbook(PLAYBOOK).rules}
+    said = [e for e in events if isinstance(e, ev.ModelSaid)]
+    started = {e.invocation_id: e for e in events if isinstance(e, ev.InvocationStarted)}
+    assert said and all(e.invocation_id in started for e in said)
+    core1 = {
+        e.text for e in said if started[e.invocation_id].task == "core/1" and started[e.invocation_id].kind == "task"
+    }
+    scripted = {t.text for t in rules["task-core-1"].turns if t.text}
+    assert scripted and scripted <= core1  # every message of the scripted conversation, verbatim
+    view = TextView(width=200, full=True)
+    shown = [line for rec in session_records(store, store.projections.project, session.id) for line in view.render(rec)]
+    assert any(next(iter(scripted)) in line for line in shown)
