@@ -147,3 +147,14 @@ def test_a_main_checkout_or_a_plain_folder_is_no_linked_worktree(repo, tmp_path)
 def test_a_git_file_without_a_gitdir_line_is_no_linked_worktree(tmp_path):
     (tmp_path / ".git").write_bytes(b"\xff\xfe not a pointer\n")
     assert paths.git_dirs(str(tmp_path)) == ("", "")
+
+
+def test_the_common_folder_is_where_commondir_leads(tmp_path):
+    common = tmp_path / "repo" / ".git"
+    private = tmp_path / "elsewhere" / "wt"  # not <common>/worktrees/<name>
+    private.mkdir(parents=True)
+    common.mkdir(parents=True)
+    (private / "commondir").write_text("../../repo/.git\n")
+    (tmp_path / "wt").mkdir()
+    (tmp_path / "wt" / ".git").write_text(f"gitdir: {private}\n")
+    assert paths.git_dirs(str(tmp_path / "wt")) == (str(private), str(common))
