@@ -44,12 +44,172 @@ def wt(repo: Path) -> Worktree:
     return worktree
 
 
+def program(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    marker = tmp_path / f"{name}.ran"
+    script = tmp_path / f"{name}.sh"
+    write(script, f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+    script.chmod(0o755)
+    return script, marker
+
+
+# -- hardened git ----------------------------------------------------------------------------------
+
+
+def test_a_reference_transaction_hook_never_runs_when_lopen_commits(tmp_path, repo, wt):
+    hooks = tmp_path / "hooks"
+    script, marker = program(tmp_path, "hook")
+    write(hooks / "reference-transaction", script.read_text())
+    (hooks / "reference-transaction").chmod(0o755)
+    git(repo, "config", "core.hooksPath", str(hooks))
+    write(wt.path / "app.py", "print('v2')\n")
+    tip = wt.tip()
+    wt.commit(wt.tree(), tip, "work")
+    wt.move_branch(tip)
+    assert not marker.exists()
+
+
+def test_an_fsmonitor_never_runs_when_lopen_writes_a_tree(tmp_path, repo, wt):
+    script, marker = program(tmp_path, "fsmonitor")
+    git(repo, "config", "core.fsmonitor", str(script))
+    write(wt.path / "app.py", "print('v2')\n")
+    wt.tree()
+    wt.dirty_files()
+    assert not marker.exists()
+
+
+def test_an_ssh_command_is_never_run_by_lopens_git_in_the_worktree(tmp_path, repo, wt):
+    script, marker = program(tmp_path, "ssh")
+    git(repo, "config", "core.sshCommand", str(script))
+    wt._git("ls-remote", "ssh://example.invalid/repo.git", check=False)
+    assert not marker.exists()
+
+
+# -- trusted pointers ------------------------------------------------------------------------------
+
+
 def made_again(wt: Worktree) -> bool:
     """Whether ensure() moved the worktree aside (it did not trust it) and made a fresh one."""
     Worktree(wt.repo_root, wt.path, wt.branch).ensure()
     return any(p.name.startswith(f"{wt.path.name}.broken-") for p in wt.path.parent.iterdir())
 
 
+def private_dir(wt: Worktree) -> Path:
+    return Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+
+
+def test_an_untouched_worktree_is_trusted(wt):
+    assert not made_again(wt)
+
+
+def test_a_pointer_without_the_gitdir_prefix_is_not_trusted(wt):
+    write(wt.path / ".git", f"gitdir:{private_dir(wt)}\n")
+    assert made_again(wt)
+
+
+def test_a_pointer_to_a_folder_outside_the_repositorys_worktrees_is_not_trusted(tmp_path, wt):
+    fake = tmp_path / "fake" / "worktrees" / "auth"
+    fake.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-r", str(private_dir(wt)), str(fake)], check=True)
+    write(wt.path / ".git", f"gitdir: {fake}\n")
+    assert made_again(wt)
+
+
+def test_a_private_folder_whose_gitdir_points_elsewhere_is_not_trusted_nor_removed(tmp_path, wt):
+    write(private_dir(wt) / "gitdir", f"{tmp_path / 'elsewhere' / '.git'}\n")
+    Worktree(wt.repo_root, wt.path, wt.branch).remove()
+    assert (wt.path / "app.py").is_file()  # git is never asked to remove a worktree Lopen does not trust
+
+
+def test_a_trusted_worktree_is_removed(wt):
+    Worktree(wt.repo_root, wt.path, wt.branch).remove()
+    assert not wt.path.exists()
+
+
+def test_a_private_folder_whose_commondir_leads_elsewhere_is_not_trusted(tmp_path, wt):
+    (tmp_path / "other").mkdir()
+    write(private_dir(wt) / "commondir", f"{tmp_path / 'other'}\n")
+    assert made_again(wt)
+
+
 def test_a_pointer_that_is_not_text_is_not_trusted(wt):
     (wt.path / ".git").write_bytes(b"\xff\xfe")
     assert made_again(wt)
+
+
+# -- reading git's files ---------------------------------------------------------------------------
+
+
+def test_the_tip_is_read_from_packed_refs_too(repo, wt):
+    tip = git(repo, "rev-parse", "lopen/auth")
+    git(repo, "pack-refs", "--all")
+    assert not (repo / ".git" / "refs" / "heads" / "lopen" / "auth").exists()
+    assert Worktree(repo, wt.path, wt.branch).tip() == tip
+
+
+def test_a_missing_branch_has_no_tip(repo, wt):
+    assert Worktree(repo, wt.path, "lopen/none").tip() == ""
+    git(repo, "pack-refs", "--all")
+    assert Worktree(repo, wt.path, "lopen/none").tip() == ""
+
+
+def test_a_loose_ref_that_is_not_a_sha_is_asked_of_git(repo, wt):
+    tip = wt.tip()
+    git(repo, "pack-refs", "--all")
+    write(repo / ".git" / "refs" / "heads" / "lopen" / "auth", "garbage\n")
+    assert Worktree(repo, wt.path, wt.branch).tip() in ("", tip)  # never "garbage"
+
+
+def test_head_is_the_branch_or_detached(repo, wt):
+    assert wt.head_ref() == "refs/heads/lopen/auth"
+    git(wt.path, "checkout", "-q", "--detach")
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == ""
+    git(wt.path, "checkout", "-q", "-b", "model/branch")
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == "refs/heads/model/branch"
+
+
+# -- trees, diffs, commits -------------------------------------------------------------------------
+
+
+def test_diff_names_files_with_special_characters_as_they_are(wt):
+    base = wt.tip()
+    write(wt.path / "naïve café.py", "x = 1\n")
+    write(wt.path / 'quote"d.txt', "y\n")
+    text, files = wt.diff_and_files(base, wt.tree())
+    assert sorted(files) == ["naïve café.py", 'quote"d.txt']
+    assert text.startswith("diff --git")
+
+
+def test_a_long_diff_is_cut_and_says_so(wt):
+    base = wt.tip()
+    write(wt.path / "big.txt", "line\n" * 1000)
+    text, files = wt.diff_and_files(base, wt.tree(), max_chars=100)
+    assert files == ["big.txt"]
+    assert text == text[:100] + "\n… diff cut at 100 characters"
+    assert len(text) == 100 + len("\n… diff cut at 100 characters")
+
+
+def test_a_diff_exactly_at_the_limit_is_whole(wt):
+    base = wt.tip()
+    write(wt.path / "b.txt", "x\n")
+    whole, _ = wt.diff_and_files(base, wt.tree())
+    assert wt.diff_and_files(base, wt.tree(), max_chars=len(whole))[0] == whole
+
+
+def test_a_merge_commit_has_both_parents_and_a_root_commit_none(repo, wt):
+    tip = wt.tip()
+    other = git(repo, "commit-tree", wt.tree_of(tip), "-p", tip, "-m", "other")
+    sha = wt.commit(wt.tree_of(tip), tip, "merge it", merge_parent=other)
+    assert git(repo, "rev-list", "--parents", "-n1", sha).split()[1:] == [tip, other]
+    assert git(repo, "log", "-g", "-n1", "--format=%gs", "lopen/auth") == "lopen: merge it"
+    root = Worktree(repo, wt.path, "lopen/fresh").commit(wt.tree_of(tip), "", "first")
+    assert git(repo, "rev-list", "--parents", "-n1", root).split() == [root]
+
+
+def test_find_commit_looks_only_after_the_given_point(repo, wt):
+    start = wt.tip()
+    write(wt.path / "a.txt", "a\n")
+    tree = wt.tree()
+    sha = wt.commit(tree, start, "task\n\nLopen-Task: core/1\n")
+    assert wt.find_commit(tree, start, "Lopen-Task: core/1") == sha
+    assert wt.find_commit(tree, sha, "Lopen-Task: core/1") is None
+    assert wt.find_commit(tree, "", "Lopen-Task: core/1") == sha
