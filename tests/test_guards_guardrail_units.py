@@ -286,3 +286,34 @@ def test_a_budget_yes_does_not_go_on_past_churn(world):
     )
     assert guard.before(0).action == "allow"
     assert guard.after(VERIFY, FAILED).action == "pause"
+
+
+def test_a_budget_of_one_is_a_budget():
+    assert check_budget(1, 1, 0.8, 0.9, "premium requests").action == "pause"
+
+
+def test_a_first_success_is_simply_allowed(world):
+    assert world.guardrail(threshold(2)).after(VERIFY, OK) == GuardDecision(action="allow")
+
+
+def test_a_yes_to_the_budget_does_not_go_on_past_the_iteration_limit(world):
+    world.spend(950)
+    person = Asker(True)
+    guard = world.guardrail(
+        Settings(budget=Budget(token_budget_per_module=1000), workflow=Workflow(max_iterations=3)), person
+    )
+    assert guard.before(0).action == "allow"
+    assert guard.before(3).action == "pause"
+    assert [(c, level) for c, level, _ in world.trips()] == [
+        ("budget", "pause"),
+        ("budget", "warn"),
+        ("max_iterations", "pause"),
+    ]
+
+
+def test_the_iteration_limit_and_a_budget_pause_are_each_recorded(world):
+    world.spend(950)
+    guard = world.guardrail(Settings(budget=Budget(token_budget_per_module=1000), workflow=Workflow(max_iterations=3)))
+    assert guard.before(3).category == "max_iterations"
+    assert guard.before(0).category == "budget"
+    assert [(c, level) for c, level, _ in world.trips()] == [("max_iterations", "pause"), ("budget", "pause")]
