@@ -213,3 +213,184 @@ def test_find_commit_looks_only_after_the_given_point(repo, wt):
     assert wt.find_commit(tree, start, "Lopen-Task: core/1") == sha
     assert wt.find_commit(tree, sha, "Lopen-Task: core/1") is None
     assert wt.find_commit(tree, "", "Lopen-Task: core/1") == sha
+
+
+# -- what Lopen's git does to the files ------------------------------------------------------------
+
+
+def test_a_worktree_moved_aside_is_named_with_the_utc_time(wt):
+    import re
+
+    write(wt.path / ".git", "gitdir: /somewhere/else\n")
+    Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+    [aside] = [p.name for p in wt.path.parent.iterdir() if ".broken-" in p.name]
+    assert re.fullmatch(r"auth\.broken-\d{8}T\d{6}Z", aside)
+
+
+def test_advance_brings_the_files_along_and_keeps_the_models_untracked_notes(repo, wt):
+    old = wt.tip()
+    write(wt.path / "notes.md", "research\n")
+    other = Worktree(repo, repo / ".lopen" / "worktrees" / "other", "lopen/other")
+    other.ensure(old)
+    write(other.path / "app.py", "print('v2')\n")
+    new = other.commit(other.tree(), old, "v2")
+    wt.move_branch(new)
+    wt.advance(old, new)
+    assert (wt.path / "app.py").read_text() == "print('v2')\n"
+    assert (wt.path / "notes.md").read_text() == "research\n"
+    assert wt.dirty_files() == ["notes.md"]
+
+
+def test_advance_over_conflicting_local_changes_makes_the_files_the_new_commit(repo, wt):
+    old = wt.tip()
+    write(wt.path / "app.py", "print('local')\n")
+    git(wt.path, "add", "app.py")
+    other = Worktree(repo, repo / ".lopen" / "worktrees" / "other", "lopen/other")
+    other.ensure(old)
+    write(other.path / "app.py", "print('v2')\n")
+    new = other.commit(other.tree(), old, "v2")
+    wt.move_branch(new)
+    wt.advance(old, new)
+    assert (wt.path / "app.py").read_text() == "print('v2')\n"
+    assert wt.dirty_files() == []
+
+
+def test_load_puts_a_trees_files_in_the_worktree_as_changes(wt):
+    tip = wt.tip()
+    write(wt.path / "app.py", "print('conflict')\n")
+    tree = wt.tree()
+    wt.reset_to(tip)
+    wt.load(tree)
+    assert (wt.path / "app.py").read_text() == "print('conflict')\n"
+    assert wt.tip() == tip and wt.dirty_files() == ["app.py"]
+
+
+def test_reset_to_makes_the_files_another_commit(wt):
+    first = wt.tip()
+    write(wt.path / "b.py", "B\n")
+    second = wt.commit(wt.tree(), first, "b")
+    wt.reset_to(first)
+    assert not (wt.path / "b.py").exists()
+    wt.reset_to(second)
+    assert (wt.path / "b.py").read_text() == "B\n"
+
+
+def test_a_worktree_with_changes_is_removed_and_its_branch_still_read(wt):
+    tip = wt.tip()
+    write(wt.path / "app.py", "print('unsaved')\n")
+    write(wt.path / "new.txt", "x\n")
+    wt.remove()
+    assert not wt.path.exists()
+    assert wt.tip() == tip
+
+
+def test_the_reflog_says_lopen_moved_the_branch(repo, wt):
+    tip = wt.tip()
+    write(wt.path / "b.txt", "b\n")
+    moved = wt.commit(wt.tree(), tip, "b")
+    wt.move_branch(tip)
+    assert git(repo, "log", "-g", "-n1", "--format=%gs", "lopen/auth") == "lopen: branch restored"
+    wt.restart_at(moved)
+    assert git(repo, "log", "-g", "-n1", "--format=%gs", "lopen/auth") == "lopen: component started afresh"
+
+
+def test_commit_file_commits_only_that_file_and_leaves_what_the_model_staged(wt):
+    tip = wt.tip()
+    write(wt.path / "staged.py", "S = 1\n")
+    git(wt.path, "add", "staged.py")
+    sha = wt.commit_file("docs/spec.md", b"# spec\n", tip, "docs: spec")
+    assert sorted(git(wt.repo_root, "ls-tree", "-r", "--name-only", sha).split()) == ["app.py", "docs/spec.md"]
+    assert git(wt.path, "diff", "--cached", "--name-only").split() == ["staged.py"]
+    assert (wt.path / "docs" / "spec.md").read_bytes() == b"# spec\n"
+
+
+def test_lopens_git_for_bytes_follows_the_pinned_repository_not_the_worktrees_pointer(tmp_path, repo, wt):
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    write(wt.path / ".git", f"gitdir: {other / '.git'}\n")
+    assert wt.show(wt.tip(), "app.py") == b"print('v1')\n"
+
+
+def test_git_for_bytes_says_which_command_failed_and_why(wt):
+    from lopen.git import GitError
+
+    with pytest.raises(GitError) as failed:
+        wt._git_bytes("cat-file", "blob", "no-such-object")
+    problem = failed.value
+    assert problem.what == f"git cat-file blob no-such-object failed in {wt.path}"
+    assert "no-such-object" in problem.why and problem.why.startswith("fatal:")  # git's own words
+    assert problem.how == "check the repository"
+
+
+# -- sizes and diffs -------------------------------------------------------------------------------
+
+
+def test_only_new_or_changed_files_larger_than_the_limit_are_left_out(repo):
+    write(repo / ".gitignore", "build/\n")
+    write(repo / "gone.txt", "x\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "more")
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", ignore=("cache/",), max_file_bytes=10)
+    wt.ensure()
+    (wt.path / "gone.txt").unlink()  # deleted: listed by git, no size
+    write(wt.path / "app.py", "x" * 50)  # changed, too large
+    write(wt.path / "exact.txt", "x" * 10)  # at the limit: kept
+    write(wt.path / "build" / "big.bin", "x" * 50)  # ignored by the project
+    write(wt.path / "cache" / "big.bin", "x" * 50)  # ignored by Lopen
+    write(wt.path / "zz.bin", "x" * 50)  # after the deleted one
+    tree = wt.tree()
+    assert sorted(wt.left_out) == [("app.py", 50), ("zz.bin", 50)]
+    names = git(repo, "ls-tree", "-r", "--name-only", tree).split()
+    assert "exact.txt" in names and "zz.bin" not in names and "gone.txt" not in names
+
+
+def test_a_diff_is_from_its_base_and_never_coloured(repo, wt):
+    git(repo, "config", "color.ui", "always")
+    git(repo, "config", "color.diff", "always")
+    base = wt.tip()
+    write(wt.path / "b.txt", "b\n")
+    text = wt.diff(base, wt.tree())
+    assert "\x1b[" not in text
+    assert "b.txt" in text and "app.py" not in text
+
+
+def test_a_diff_is_cut_at_60000_characters_by_default(wt):
+    base = wt.tip()
+    write(wt.path / "big.txt", "".join(f"line {n}\n" for n in range(10_000)))
+    tree = wt.tree()
+    suffix = "\n… diff cut at 60000 characters"
+    assert len(wt.diff(base, tree)) == 60_000 + len(suffix)
+    assert len(wt.diff_and_files(base, tree)[0]) == 60_000 + len(suffix)
+
+
+# -- publishing ------------------------------------------------------------------------------------
+
+
+def test_push_publishes_the_branch_and_force_overwrites_a_diverged_one(tmp_path, repo, wt):
+    from lopen.git import GitError
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    tip = wt.tip()
+    write(wt.path / "a.txt", "a\n")
+    first = wt.commit(wt.tree(), tip, "a")
+    wt.push(str(remote))
+    assert git(remote, "rev-parse", "lopen/auth") == first
+    wt.reset_to(tip)
+    write(wt.path / "b.txt", "b\n")
+    wt.move_branch(tip)
+    second = wt.commit(wt.tree(), tip, "b")
+    with pytest.raises(GitError):
+        wt.push(str(remote))  # not a fast-forward
+    wt.push(str(remote), force=True)
+    assert git(remote, "rev-parse", "lopen/auth") == second
+
+
+def test_fetch_says_whether_git_could(tmp_path, repo, wt):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    wt.push(str(remote))
+    assert wt.fetch(str(remote)) is True
+    assert wt.fetch(str(remote), "lopen/none") is False
+    assert wt.fetch(str(tmp_path / "missing.git")) is False
