@@ -394,3 +394,27 @@ def test_fetch_says_whether_git_could(tmp_path, repo, wt):
     assert wt.fetch(str(remote)) is True
     assert wt.fetch(str(remote), "lopen/none") is False
     assert wt.fetch(str(tmp_path / "missing.git")) is False
+
+
+def test_a_file_name_that_is_not_utf8_is_named_with_a_replacement_character(wt):
+    base = wt.tip()
+    (wt.path / "bad\udcff.txt").write_text("x\n")  # the bytes b"bad\xff.txt"
+    _text, files = wt.diff_and_files(base, wt.tree())
+    assert files == ["bad\ufffd.txt"]
+
+
+def test_the_moved_aside_name_is_utc_whatever_the_local_time_zone(monkeypatch, wt):
+    import time
+
+    write(wt.path / ".git", "gitdir: /somewhere/else\n")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        before = time.strftime("%Y%m%dT%H", time.gmtime())
+        Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+        after = time.strftime("%Y%m%dT%H", time.gmtime())
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    [aside] = [p.name for p in wt.path.parent.iterdir() if ".broken-" in p.name]
+    assert aside.removeprefix("auth.broken-")[:11] in (before, after)
