@@ -265,3 +265,47 @@ def test_reset_to_tip_and_leftovers(world, module):
     module.reset_to_tip().get()
     assert module.leftovers().get() == []
     assert not (world.worktree.path / "stray.py").exists()
+
+
+# -- the guard's report ------------------------------------------------------------------------------
+
+
+def test_everything_the_model_moved_is_put_back_and_told_in_one_instruction(world, module):
+    git(world.worktree.path, "checkout", "-q", "-b", "elsewhere")
+    write(world.worktree.path / "a.py", "A = 1\n")
+    git(world.worktree.path, "add", "-A")
+    git(world.worktree.path, "commit", "-q", "-m", "on another branch")
+    git(world.root, "update-ref", "-d", f"refs/heads/{BRANCH}")  # and the module branch deleted
+    wrong = module.guard().get()
+    assert wrong == ["HEAD was moved to refs/heads/elsewhere", f"{BRANCH} was moved to nothing"]
+    assert module.tip().get() == world.base
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == f"HEAD was moved to refs/heads/elsewhere; {BRANCH} was moved to nothing — put back"
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert note.instruction == (
+        "Do not change branches, commit, reset or check out in git: Lopen commits verified work on "
+        f"{BRANCH} itself. In the last invocation HEAD was moved to refs/heads/elsewhere; {BRANCH} was moved to "
+        "nothing, and Lopen put it back."
+    )
+
+
+def test_a_merge_commit_names_the_session(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    sha = module.merge("api").get().sha
+    assert git(world.root, "log", "-n1", "--format=%B", sha).strip().endswith(f"Lopen-Session: {world.session}")
+
+
+def test_a_lane_loads_a_tree_and_starts_afresh_where_asked(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    write(worktree.path / "core.py", "<<<<<<< conflict\n")
+    tree = worktree.tree()
+    actor.reset_to_tip().get()
+    actor.load(tree).get()
+    assert (worktree.path / "core.py").read_text() == "<<<<<<< conflict\n" and actor.tip().get() == tip
+    actor.restart_at(world.base).get()
+    assert actor.tip().get() == world.base and not (worktree.path / "core.py").exists()
