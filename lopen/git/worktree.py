@@ -121,7 +121,7 @@ class Worktree:
                 return None
             back = Path((private / "gitdir").read_text(encoding="utf-8").strip()).resolve()
             leads = (private / (private / "commondir").read_text(encoding="utf-8").strip()).resolve()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a file that is not UTF-8 text (UnicodeDecodeError)
             return None
         if back != (self.path / ".git").resolve() or leads != common:
             return None

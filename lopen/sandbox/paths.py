@@ -112,7 +112,8 @@ def secret_paths(home: str, *, include_cli_credentials: bool = True) -> tuple[st
     found: list[str] = []
     patterns = list(SYSTEM_SECRETS)
     skipped = set() if include_cli_credentials else set(CLI_CREDENTIALS)
-    patterns += [os.path.join(home, rel) for rel in HOME_SECRETS if rel not in skipped]
+    # the home folder is a literal path: a `[` or `*` in it must not turn it into a pattern
+    patterns += [os.path.join(glob.escape(home), rel) for rel in HOME_SECRETS if rel not in skipped]
     for pattern in patterns:
         matches = glob.glob(pattern) if glob.has_magic(pattern) else [pattern]
         found += [real(m) for m in matches if os.path.lexists(m)]

@@ -354,7 +354,7 @@ def from_events(events: Iterable[ToolCalled]) -> list[ToolCallRecord]:
         if digest or code is not None:
             code = exit_code(result) if code is None else code
             body = f"[lopen: result with content hash {digest}]" if digest else _MARKER.sub("", result)
-            result = body if code is None else f"{body}\n<shellId: ? completed with exit code {code}>"
+            result = body if code is None else f"{body}<shellId: ? completed with exit code {code}>"
         records.append(
             ToolCallRecord(
                 call_id=f"{event.invocation_id or 'invocation'}#{index}",

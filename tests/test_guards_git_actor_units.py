@@ -1,0 +1,311 @@
+"""The Git actor (actors/git.py), one decision at a time, on real repositories and a real SQLite store:
+the messages it commits with, which events it reacts to, a component's own branch (its lane) started at
+the module's tip, merges (a fast-forward, a merge commit of both, a conflict that moves nothing), the
+guard on a lane, sync and retire.
+
+No sleeps: an ask made after an event was published is answered after the actor handled that event.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pykka
+import pytest
+
+from actors.git import GitActor, _reacts_to, commit_message, merge_message
+from events import catalogue as ev
+from events.fold import TaskNode
+from events.journal import Journal
+from lopen.git import Worktree
+from lopen.project import ensure_lopen_dir, open_store
+
+MODULE = "auth"
+BRANCH = f"lopen/{MODULE}"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+class World:
+    """A repository with a module of two components (core, api), each with one task."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        git(root, "init", "-q", "-b", "main")
+        git(root, "config", "user.name", "Test")
+        git(root, "config", "user.email", "test@example.com")
+        write(root / "app.py", "print('v1')\n")
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", "initial")
+        self.base = git(root, "rev-parse", "HEAD")
+        ensure_lopen_dir(root)
+        self.store, self.project = open_store(root)
+        self.journal = Journal(self.store, self.project, MODULE)
+        self.session = self.journal.open_session(ev.SessionStarted(lopen_version="test"))
+        self.journal.record(
+            ev.ComponentsRecorded(components=(ev.ComponentSpec(name="core"), ev.ComponentSpec(name="api"))),
+            ev.TasksRecorded(component="core", tasks=(ev.TaskSpec(id="core/1", name="Sign tokens"),)),
+            ev.TasksRecorded(component="api", tasks=(ev.TaskSpec(id="api/1", name="Serve tokens"),)),
+        )
+        self.worktree = Worktree(root, root / ".lopen" / "worktrees" / MODULE, BRANCH)
+        self.refs: list[pykka.ActorRef] = []
+
+    def lane_worktree(self, component: str) -> Worktree:
+        return Worktree(
+            self.root, self.root / ".lopen" / "worktrees" / f"{MODULE}.components" / component, f"{BRANCH}--{component}"
+        )
+
+    def start(self, worktree: Worktree | None = None, **kwargs: object) -> pykka.ActorProxy:
+        ref = GitActor.start(self.journal, worktree or self.worktree, self.store, **kwargs)
+        self.refs.append(ref)
+        return ref.proxy()
+
+    def complete(self, task_id: str, tree: str) -> None:
+        self.journal.record(
+            ev.TaskStatusChanged(task_id=task_id, from_state="pending", to_state="in-progress"),
+            ev.TaskStatusChanged(task_id=task_id, from_state="in-progress", to_state="complete", tree=tree),
+        )
+
+    def events(self, kind: type[ev.Event]) -> list:
+        return [r.event for r in self.store.read_stream(self.journal.stream) if isinstance(r.event, kind)]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    try:
+        yield w
+    finally:
+        for ref in w.refs:
+            ref.stop()
+        w.store.close()
+
+
+@pytest.fixture
+def module(world: World) -> pykka.ActorProxy:
+    actor = world.start()
+    actor.ensure().get()
+    return actor
+
+
+def lane(world: World, component: str) -> tuple[pykka.ActorProxy, Worktree]:
+    worktree = world.lane_worktree(component)
+    actor = world.start(worktree, lane=component)
+    assert actor.ensure().get() == worktree.branch
+    return actor, worktree
+
+
+def build(world: World, actor: pykka.ActorProxy, worktree: Worktree, task: str, files: dict[str, str]) -> str:
+    """The model writes ``files`` in the lane, the task is completed on their tree; returns the lane's tip."""
+    for name, text in files.items():
+        write(worktree.path / name, text)
+    tree = worktree.tree()
+    world.complete(task, tree)
+    tip = actor.tip().get()
+    component = task.split("/")[0]
+    world.journal.record(ev.OracleVerdictRecorded(scope="component", target=component, passed=True, tree=tree))
+    return tip
+
+
+# -- messages and reactions ------------------------------------------------------------------------
+
+
+def test_the_commit_and_merge_messages_name_the_work_and_the_session():
+    task = TaskNode(id="core/1", name="Sign tokens", component="core")
+    assert commit_message("auth", task, "s-1") == (
+        "feat(auth): Sign tokens in core\n\nLopen-Task: core/1\nLopen-Session: s-1\n"
+    )
+    assert commit_message("auth", task, "").endswith("Lopen-Session: -\n")
+    assert merge_message("auth", "core", "s-1") == (
+        "merge(auth): component core\n\nLopen-Merge: core\nLopen-Session: s-1\n"
+    )
+    assert merge_message("auth", "core", "").endswith("Lopen-Session: -\n")
+
+
+def test_a_lanes_actor_reacts_only_to_its_components_completions_and_never_to_a_spec_change():
+    done = ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete", tree="t")
+    started = ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress")
+    drift = ev.SpecDriftDetected()
+    assert _reacts_to(done) and _reacts_to(done, "core")
+    assert not _reacts_to(done, "api") and not _reacts_to(done, "cor")
+    assert not _reacts_to(started) and not _reacts_to(started, "core")
+    assert _reacts_to(drift) and not _reacts_to(drift, "core")
+
+
+# -- lanes -----------------------------------------------------------------------------------------
+
+
+def test_a_lane_starts_at_the_module_tip_on_its_own_branch(world, module):
+    actor, worktree = lane(world, "core")
+    assert worktree.tip() == module.tip().get() == world.base
+    ensured = [e for e in world.events(ev.BranchEnsured) if e.component == "core"]
+    assert [(e.branch, e.created, e.base, e.worktree) for e in ensured] == [
+        (f"{BRANCH}--core", True, world.base, str(worktree.path))
+    ]
+    actor.ensure().get()  # again: nothing new recorded
+    assert len([e for e in world.events(ev.BranchEnsured) if e.component == "core"]) == 1
+
+
+def test_a_lanes_task_is_committed_on_the_lane_and_not_on_the_module_branch(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert tip != world.base and git(world.root, "rev-parse", f"{tip}^") == world.base
+    assert module.tip().get() == world.base
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.task_id, commit.branch, commit.sha) == ("core/1", f"{BRANCH}--core", tip)
+
+
+def test_a_lane_whose_branch_the_model_moved_is_put_back_by_the_guard(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    git(worktree.path, "reset", "-q", "--hard", world.base)
+    assert actor.guard().get() == [f"{BRANCH}--core was moved to {world.base[:8]}"]
+    assert worktree.tip() == tip
+
+
+def test_a_lane_whose_branch_moved_outside_lopen_is_put_back_where_its_history_says(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    git(worktree.path, "reset", "-q", "--hard", world.base)
+    actor.stop()
+    again = world.start(worktree, lane="core")
+    again.ensure().get()
+    assert worktree.tip() == tip
+
+
+def test_a_merge_onto_an_unmoved_module_branch_is_a_fast_forward_and_is_recorded(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    result = module.merge("core").get()
+    assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
+    assert module.tip().get() == tip
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"  # the module's worktree followed
+    (merged,) = world.events(ev.ComponentMerged)
+    assert (merged.component, merged.sha, merged.parent, merged.component_tip, merged.fast_forward) == (
+        "core",
+        tip,
+        world.base,
+        tip,
+        True,
+    )
+    again = module.merge("core").get()  # already merged at that tip: nothing more
+    assert (again.status, again.sha) == ("merged", tip)
+    assert len(world.events(ev.ComponentMerged)) == 1
+
+
+def test_a_merge_onto_a_moved_module_branch_is_a_merge_commit_of_both(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    api_tip = build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    assert module.merge("core").get().fast_forward
+    result = module.merge("api").get()
+    assert result.status == "merged" and not result.fast_forward
+    sha = module.tip().get()
+    assert sha == result.sha
+    assert git(world.root, "rev-list", "--parents", "-n1", sha).split()[1:] == [core_tip, api_tip]
+    assert git(world.root, "log", "-n1", "--format=%B", sha).startswith("merge(auth): component api")
+    assert sorted(git(world.root, "ls-tree", "--name-only", sha).split()) == ["api.py", "app.py", "core.py"]
+    assert (world.worktree.path / "api.py").is_file() and (world.worktree.path / "core.py").is_file()
+
+
+def test_a_conflicting_merge_moves_nothing_and_names_the_files(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"app.py": "print('core')\n"})
+    build(world, api, api_wt, "api/1", {"app.py": "print('api')\n"})
+    into = module.merge("core").get().sha
+    result = module.merge("api").get()
+    assert (result.status, result.into, result.files) == ("conflict", into, ("app.py",))
+    assert "<<<<<<<" in git(world.root, "cat-file", "blob", f"{result.tree}:app.py")
+    assert module.tip().get() == into
+    assert len(world.events(ev.ComponentMerged)) == 1
+
+
+def test_a_retired_lane_loses_its_worktree_but_keeps_its_branch(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    actor.retire().get()
+    assert not worktree.path.exists()
+    assert git(world.root, "rev-parse", worktree.branch) == tip
+    module.retire().get()  # the module's own worktree is never retired
+    assert world.worktree.path.is_dir()
+
+
+# -- the module branch -------------------------------------------------------------------------------
+
+
+def test_sync_brings_the_module_branch_to_the_recorded_merge(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    module.merge("core").get()
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # e.g. another clone's, behind
+    assert module.sync().get() == tip
+    assert module.tip().get() == tip
+    assert (world.worktree.path / "core.py").is_file()
+
+
+def test_sync_without_a_move_changes_nothing(world, module):
+    assert module.sync().get() == world.base
+    assert module.tip().get() == world.base
+
+
+def test_reset_to_tip_and_leftovers(world, module):
+    write(world.worktree.path / "stray.py", "x\n")
+    assert module.leftovers().get() == ["stray.py"]
+    module.reset_to_tip().get()
+    assert module.leftovers().get() == []
+    assert not (world.worktree.path / "stray.py").exists()
+
+
+# -- the guard's report ------------------------------------------------------------------------------
+
+
+def test_everything_the_model_moved_is_put_back_and_told_in_one_instruction(world, module):
+    git(world.worktree.path, "checkout", "-q", "-b", "elsewhere")
+    write(world.worktree.path / "a.py", "A = 1\n")
+    git(world.worktree.path, "add", "-A")
+    git(world.worktree.path, "commit", "-q", "-m", "on another branch")
+    git(world.root, "update-ref", "-d", f"refs/heads/{BRANCH}")  # and the module branch deleted
+    wrong = module.guard().get()
+    assert wrong == ["HEAD was moved to refs/heads/elsewhere", f"{BRANCH} was moved to nothing"]
+    assert module.tip().get() == world.base
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == f"HEAD was moved to refs/heads/elsewhere; {BRANCH} was moved to nothing — put back"
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert note.instruction == (
+        "Do not change branches, commit, reset or check out in git: Lopen commits verified work on "
+        f"{BRANCH} itself. In the last invocation HEAD was moved to refs/heads/elsewhere; {BRANCH} was moved to "
+        "nothing, and Lopen put it back."
+    )
+
+
+def test_a_merge_commit_names_the_session(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    sha = module.merge("api").get().sha
+    assert git(world.root, "log", "-n1", "--format=%B", sha).strip().endswith(f"Lopen-Session: {world.session}")
+
+
+def test_a_lane_loads_a_tree_and_starts_afresh_where_asked(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    write(worktree.path / "core.py", "<<<<<<< conflict\n")
+    tree = worktree.tree()
+    actor.reset_to_tip().get()
+    actor.load(tree).get()
+    assert (worktree.path / "core.py").read_text() == "<<<<<<< conflict\n" and actor.tip().get() == tip
+    actor.restart_at(world.base).get()
+    assert actor.tip().get() == world.base and not (worktree.path / "core.py").exists()

@@ -1,0 +1,420 @@
+"""The model's worktree (lopen/git/worktree.py), one guard at a time, on real repositories: the git
+Lopen runs there never runs a program the repository's configuration names, a worktree whose git files
+were rewritten is not trusted, and the branch's tip and HEAD are read right from git's own files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lopen.git import Worktree
+from lopen.project import ensure_lopen_dir
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test")
+    git(root, "config", "user.email", "test@example.com")
+    write(root / "app.py", "print('v1')\n")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "initial")
+    ensure_lopen_dir(root)
+    return root
+
+
+@pytest.fixture
+def wt(repo: Path) -> Worktree:
+    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
+    worktree.ensure()
+    return worktree
+
+
+def program(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    marker = tmp_path / f"{name}.ran"
+    script = tmp_path / f"{name}.sh"
+    write(script, f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+    script.chmod(0o755)
+    return script, marker
+
+
+# -- hardened git ----------------------------------------------------------------------------------
+
+
+def test_a_reference_transaction_hook_never_runs_when_lopen_commits(tmp_path, repo, wt):
+    hooks = tmp_path / "hooks"
+    script, marker = program(tmp_path, "hook")
+    write(hooks / "reference-transaction", script.read_text())
+    (hooks / "reference-transaction").chmod(0o755)
+    git(repo, "config", "core.hooksPath", str(hooks))
+    write(wt.path / "app.py", "print('v2')\n")
+    tip = wt.tip()
+    wt.commit(wt.tree(), tip, "work")
+    wt.move_branch(tip)
+    assert not marker.exists()
+
+
+def test_an_fsmonitor_never_runs_when_lopen_writes_a_tree(tmp_path, repo, wt):
+    script, marker = program(tmp_path, "fsmonitor")
+    git(repo, "config", "core.fsmonitor", str(script))
+    write(wt.path / "app.py", "print('v2')\n")
+    wt.tree()
+    wt.dirty_files()
+    assert not marker.exists()
+
+
+def test_an_ssh_command_is_never_run_by_lopens_git_in_the_worktree(tmp_path, repo, wt):
+    script, marker = program(tmp_path, "ssh")
+    git(repo, "config", "core.sshCommand", str(script))
+    wt._git("ls-remote", "ssh://example.invalid/repo.git", check=False)
+    assert not marker.exists()
+
+
+# -- trusted pointers ------------------------------------------------------------------------------
+
+
+def made_again(wt: Worktree) -> bool:
+    """Whether ensure() moved the worktree aside (it did not trust it) and made a fresh one."""
+    Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+    return any(p.name.startswith(f"{wt.path.name}.broken-") for p in wt.path.parent.iterdir())
+
+
+def private_dir(wt: Worktree) -> Path:
+    return Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+
+
+def test_an_untouched_worktree_is_trusted(wt):
+    assert not made_again(wt)
+
+
+def test_a_pointer_without_the_gitdir_prefix_is_not_trusted(wt):
+    write(wt.path / ".git", f"gitdir:{private_dir(wt)}\n")
+    assert made_again(wt)
+
+
+def test_a_pointer_to_a_folder_outside_the_repositorys_worktrees_is_not_trusted(tmp_path, wt):
+    fake = tmp_path / "fake" / "worktrees" / "auth"
+    fake.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-r", str(private_dir(wt)), str(fake)], check=True)
+    write(wt.path / ".git", f"gitdir: {fake}\n")
+    assert made_again(wt)
+
+
+def test_a_private_folder_whose_gitdir_points_elsewhere_is_not_trusted_nor_removed(tmp_path, wt):
+    write(private_dir(wt) / "gitdir", f"{tmp_path / 'elsewhere' / '.git'}\n")
+    Worktree(wt.repo_root, wt.path, wt.branch).remove()
+    assert (wt.path / "app.py").is_file()  # git is never asked to remove a worktree Lopen does not trust
+
+
+def test_a_trusted_worktree_is_removed(wt):
+    Worktree(wt.repo_root, wt.path, wt.branch).remove()
+    assert not wt.path.exists()
+
+
+def test_a_private_folder_whose_commondir_leads_elsewhere_is_not_trusted(tmp_path, wt):
+    (tmp_path / "other").mkdir()
+    write(private_dir(wt) / "commondir", f"{tmp_path / 'other'}\n")
+    assert made_again(wt)
+
+
+def test_a_pointer_that_is_not_text_is_not_trusted(wt):
+    (wt.path / ".git").write_bytes(b"\xff\xfe")
+    assert made_again(wt)
+
+
+# -- reading git's files ---------------------------------------------------------------------------
+
+
+def test_the_tip_is_read_from_packed_refs_too(repo, wt):
+    tip = git(repo, "rev-parse", "lopen/auth")
+    git(repo, "pack-refs", "--all")
+    assert not (repo / ".git" / "refs" / "heads" / "lopen" / "auth").exists()
+    assert Worktree(repo, wt.path, wt.branch).tip() == tip
+
+
+def test_a_missing_branch_has_no_tip(repo, wt):
+    assert Worktree(repo, wt.path, "lopen/none").tip() == ""
+    git(repo, "pack-refs", "--all")
+    assert Worktree(repo, wt.path, "lopen/none").tip() == ""
+
+
+def test_a_loose_ref_that_is_not_a_sha_is_asked_of_git(repo, wt):
+    tip = wt.tip()
+    git(repo, "pack-refs", "--all")
+    write(repo / ".git" / "refs" / "heads" / "lopen" / "auth", "garbage\n")
+    assert Worktree(repo, wt.path, wt.branch).tip() in ("", tip)  # never "garbage"
+
+
+def test_head_is_the_branch_or_detached(repo, wt):
+    assert wt.head_ref() == "refs/heads/lopen/auth"
+    git(wt.path, "checkout", "-q", "--detach")
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == ""
+    git(wt.path, "checkout", "-q", "-b", "model/branch")
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == "refs/heads/model/branch"
+
+
+# -- trees, diffs, commits -------------------------------------------------------------------------
+
+
+def test_diff_names_files_with_special_characters_as_they_are(wt):
+    base = wt.tip()
+    write(wt.path / "naïve café.py", "x = 1\n")
+    write(wt.path / 'quote"d.txt', "y\n")
+    text, files = wt.diff_and_files(base, wt.tree())
+    assert sorted(files) == ["naïve café.py", 'quote"d.txt']
+    assert text.startswith("diff --git")
+
+
+def test_a_long_diff_is_cut_and_says_so(wt):
+    base = wt.tip()
+    write(wt.path / "big.txt", "line\n" * 1000)
+    text, files = wt.diff_and_files(base, wt.tree(), max_chars=100)
+    assert files == ["big.txt"]
+    assert text == text[:100] + "\n… diff cut at 100 characters"
+    assert len(text) == 100 + len("\n… diff cut at 100 characters")
+
+
+def test_a_diff_exactly_at_the_limit_is_whole(wt):
+    base = wt.tip()
+    write(wt.path / "b.txt", "x\n")
+    whole, _ = wt.diff_and_files(base, wt.tree())
+    assert wt.diff_and_files(base, wt.tree(), max_chars=len(whole))[0] == whole
+
+
+def test_a_merge_commit_has_both_parents_and_a_root_commit_none(repo, wt):
+    tip = wt.tip()
+    other = git(repo, "commit-tree", wt.tree_of(tip), "-p", tip, "-m", "other")
+    sha = wt.commit(wt.tree_of(tip), tip, "merge it", merge_parent=other)
+    assert git(repo, "rev-list", "--parents", "-n1", sha).split()[1:] == [tip, other]
+    assert git(repo, "log", "-g", "-n1", "--format=%gs", "lopen/auth") == "lopen: merge it"
+    root = Worktree(repo, wt.path, "lopen/fresh").commit(wt.tree_of(tip), "", "first")
+    assert git(repo, "rev-list", "--parents", "-n1", root).split() == [root]
+
+
+def test_find_commit_looks_only_after_the_given_point(repo, wt):
+    start = wt.tip()
+    write(wt.path / "a.txt", "a\n")
+    tree = wt.tree()
+    sha = wt.commit(tree, start, "task\n\nLopen-Task: core/1\n")
+    assert wt.find_commit(tree, start, "Lopen-Task: core/1") == sha
+    assert wt.find_commit(tree, sha, "Lopen-Task: core/1") is None
+    assert wt.find_commit(tree, "", "Lopen-Task: core/1") == sha
+
+
+# -- what Lopen's git does to the files ------------------------------------------------------------
+
+
+def test_a_worktree_moved_aside_is_named_with_the_utc_time(wt):
+    import re
+
+    write(wt.path / ".git", "gitdir: /somewhere/else\n")
+    Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+    [aside] = [p.name for p in wt.path.parent.iterdir() if ".broken-" in p.name]
+    assert re.fullmatch(r"auth\.broken-\d{8}T\d{6}Z", aside)
+
+
+def test_advance_brings_the_files_along_and_keeps_the_models_untracked_notes(repo, wt):
+    old = wt.tip()
+    write(wt.path / "notes.md", "research\n")
+    other = Worktree(repo, repo / ".lopen" / "worktrees" / "other", "lopen/other")
+    other.ensure(old)
+    write(other.path / "app.py", "print('v2')\n")
+    new = other.commit(other.tree(), old, "v2")
+    wt.move_branch(new)
+    wt.advance(old, new)
+    assert (wt.path / "app.py").read_text() == "print('v2')\n"
+    assert (wt.path / "notes.md").read_text() == "research\n"
+    assert wt.dirty_files() == ["notes.md"]
+
+
+def test_advance_over_conflicting_local_changes_makes_the_files_the_new_commit(repo, wt):
+    old = wt.tip()
+    write(wt.path / "app.py", "print('local')\n")
+    git(wt.path, "add", "app.py")
+    other = Worktree(repo, repo / ".lopen" / "worktrees" / "other", "lopen/other")
+    other.ensure(old)
+    write(other.path / "app.py", "print('v2')\n")
+    new = other.commit(other.tree(), old, "v2")
+    wt.move_branch(new)
+    wt.advance(old, new)
+    assert (wt.path / "app.py").read_text() == "print('v2')\n"
+    assert wt.dirty_files() == []
+
+
+def test_load_puts_a_trees_files_in_the_worktree_as_changes(wt):
+    tip = wt.tip()
+    write(wt.path / "app.py", "print('conflict')\n")
+    tree = wt.tree()
+    wt.reset_to(tip)
+    wt.load(tree)
+    assert (wt.path / "app.py").read_text() == "print('conflict')\n"
+    assert wt.tip() == tip and wt.dirty_files() == ["app.py"]
+
+
+def test_reset_to_makes_the_files_another_commit(wt):
+    first = wt.tip()
+    write(wt.path / "b.py", "B\n")
+    second = wt.commit(wt.tree(), first, "b")
+    wt.reset_to(first)
+    assert not (wt.path / "b.py").exists()
+    wt.reset_to(second)
+    assert (wt.path / "b.py").read_text() == "B\n"
+
+
+def test_a_worktree_with_changes_is_removed_and_its_branch_still_read(wt):
+    tip = wt.tip()
+    write(wt.path / "app.py", "print('unsaved')\n")
+    write(wt.path / "new.txt", "x\n")
+    wt.remove()
+    assert not wt.path.exists()
+    assert wt.tip() == tip
+
+
+def test_the_reflog_says_lopen_moved_the_branch(repo, wt):
+    tip = wt.tip()
+    write(wt.path / "b.txt", "b\n")
+    moved = wt.commit(wt.tree(), tip, "b")
+    wt.move_branch(tip)
+    assert git(repo, "log", "-g", "-n1", "--format=%gs", "lopen/auth") == "lopen: branch restored"
+    wt.restart_at(moved)
+    assert git(repo, "log", "-g", "-n1", "--format=%gs", "lopen/auth") == "lopen: component started afresh"
+
+
+def test_commit_file_commits_only_that_file_and_leaves_what_the_model_staged(wt):
+    tip = wt.tip()
+    write(wt.path / "staged.py", "S = 1\n")
+    git(wt.path, "add", "staged.py")
+    sha = wt.commit_file("docs/spec.md", b"# spec\n", tip, "docs: spec")
+    assert sorted(git(wt.repo_root, "ls-tree", "-r", "--name-only", sha).split()) == ["app.py", "docs/spec.md"]
+    assert git(wt.path, "diff", "--cached", "--name-only").split() == ["staged.py"]
+    assert (wt.path / "docs" / "spec.md").read_bytes() == b"# spec\n"
+
+
+def test_lopens_git_for_bytes_follows_the_pinned_repository_not_the_worktrees_pointer(tmp_path, repo, wt):
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    write(wt.path / ".git", f"gitdir: {other / '.git'}\n")
+    assert wt.show(wt.tip(), "app.py") == b"print('v1')\n"
+
+
+def test_git_for_bytes_says_which_command_failed_and_why(wt):
+    from lopen.git import GitError
+
+    with pytest.raises(GitError) as failed:
+        wt._git_bytes("cat-file", "blob", "no-such-object")
+    problem = failed.value
+    assert problem.what == f"git cat-file blob no-such-object failed in {wt.path}"
+    assert "no-such-object" in problem.why and problem.why.startswith("fatal:")  # git's own words
+    assert problem.how == "check the repository"
+
+
+# -- sizes and diffs -------------------------------------------------------------------------------
+
+
+def test_only_new_or_changed_files_larger_than_the_limit_are_left_out(repo):
+    write(repo / ".gitignore", "build/\n")
+    write(repo / "gone.txt", "x\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "more")
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", ignore=("cache/",), max_file_bytes=10)
+    wt.ensure()
+    (wt.path / "gone.txt").unlink()  # deleted: listed by git, no size
+    write(wt.path / "app.py", "x" * 50)  # changed, too large
+    write(wt.path / "exact.txt", "x" * 10)  # at the limit: kept
+    write(wt.path / "build" / "big.bin", "x" * 50)  # ignored by the project
+    write(wt.path / "cache" / "big.bin", "x" * 50)  # ignored by Lopen
+    write(wt.path / "zz.bin", "x" * 50)  # after the deleted one
+    tree = wt.tree()
+    assert sorted(wt.left_out) == [("app.py", 50), ("zz.bin", 50)]
+    names = git(repo, "ls-tree", "-r", "--name-only", tree).split()
+    assert "exact.txt" in names and "zz.bin" not in names and "gone.txt" not in names
+
+
+def test_a_diff_is_from_its_base_and_never_coloured(repo, wt):
+    git(repo, "config", "color.ui", "always")
+    git(repo, "config", "color.diff", "always")
+    base = wt.tip()
+    write(wt.path / "b.txt", "b\n")
+    text = wt.diff(base, wt.tree())
+    assert "\x1b[" not in text
+    assert "b.txt" in text and "app.py" not in text
+
+
+def test_a_diff_is_cut_at_60000_characters_by_default(wt):
+    base = wt.tip()
+    write(wt.path / "big.txt", "".join(f"line {n}\n" for n in range(10_000)))
+    tree = wt.tree()
+    suffix = "\n… diff cut at 60000 characters"
+    assert len(wt.diff(base, tree)) == 60_000 + len(suffix)
+    assert len(wt.diff_and_files(base, tree)[0]) == 60_000 + len(suffix)
+
+
+# -- publishing ------------------------------------------------------------------------------------
+
+
+def test_push_publishes_the_branch_and_force_overwrites_a_diverged_one(tmp_path, repo, wt):
+    from lopen.git import GitError
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    tip = wt.tip()
+    write(wt.path / "a.txt", "a\n")
+    first = wt.commit(wt.tree(), tip, "a")
+    wt.push(str(remote))
+    assert git(remote, "rev-parse", "lopen/auth") == first
+    wt.reset_to(tip)
+    write(wt.path / "b.txt", "b\n")
+    wt.move_branch(tip)
+    second = wt.commit(wt.tree(), tip, "b")
+    with pytest.raises(GitError):
+        wt.push(str(remote))  # not a fast-forward
+    wt.push(str(remote), force=True)
+    assert git(remote, "rev-parse", "lopen/auth") == second
+
+
+def test_fetch_says_whether_git_could(tmp_path, repo, wt):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    wt.push(str(remote))
+    assert wt.fetch(str(remote)) is True
+    assert wt.fetch(str(remote), "lopen/none") is False
+    assert wt.fetch(str(tmp_path / "missing.git")) is False
+
+
+def test_a_file_name_that_is_not_utf8_is_named_with_a_replacement_character(wt):
+    base = wt.tip()
+    (wt.path / "bad\udcff.txt").write_text("x\n")  # the bytes b"bad\xff.txt"
+    _text, files = wt.diff_and_files(base, wt.tree())
+    assert files == ["bad\ufffd.txt"]
+
+
+def test_the_moved_aside_name_is_utc_whatever_the_local_time_zone(monkeypatch, wt):
+    import time
+
+    write(wt.path / ".git", "gitdir: /somewhere/else\n")
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        before = time.strftime("%Y%m%dT%H", time.gmtime())
+        Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+        after = time.strftime("%Y%m%dT%H", time.gmtime())
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    [aside] = [p.name for p in wt.path.parent.iterdir() if ".broken-" in p.name]
+    assert aside.removeprefix("auth.broken-")[:11] in (before, after)
