@@ -1,0 +1,456 @@
+"""The fold's guards, one refusal at a time (bin/mutate-guards, module ``fold``): what ``ModuleState.check``
+refuses and the exact reason it gives (a refused event's text is what a person reads in ``lopen`` and in
+the record), and what the queries the checks lean on answer — stale commit parents on the module branch
+and on a component's own branch, leases, merges, plans that contradict started work.
+
+Pure: no store (tests/test_journal.py drives the same fold through the journal)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from events import catalogue as ev
+from events.fold import ModuleState, slugify
+
+MODULE_TIP = "1111111111aaaa"  # longer than the 10 characters a refusal shows
+LANE_BASE = "2222222222bbbb"
+LANE_TIP = "3333333333cccc"
+STALE = "9999999999ffff"
+
+
+def fold(*events: ev.Event, module: str = "auth") -> ModuleState:
+    state = ModuleState(project="proj", module=module)
+    for seq, event in enumerate(events, 1):
+        assert state.apply(event, seq) is None, (seq, event)
+    return state
+
+
+def refused(state: ModuleState, event: ev.Event) -> str:
+    """The reason ``state`` refuses ``event``; the event is skipped with that reason and changes nothing."""
+    before = state.copy()
+    problem = state.check(event)
+    assert problem is not None, event
+    assert state.apply(event, 7) == f"event #7 {type(event).__name__} skipped: {problem}"
+    assert state.problems[-1] == f"event #7 {type(event).__name__} skipped: {problem}"
+    state.problems = before.problems
+    assert state == before
+    return problem
+
+
+def components(*specs: ev.ComponentSpec | str) -> ev.ComponentsRecorded:
+    return ev.ComponentsRecorded(components=tuple(ev.ComponentSpec(name=s) if isinstance(s, str) else s for s in specs))
+
+
+def dep(name: str, *depends_on: str, status: str = "missing") -> ev.ComponentSpec:
+    return ev.ComponentSpec(name=name, depends_on=depends_on, status=status)  # type: ignore[arg-type]
+
+
+def tasks(component: str, *numbers: int) -> ev.TasksRecorded:
+    slug = slugify(component)
+    return ev.TasksRecorded(
+        component=component, tasks=tuple(ev.TaskSpec(id=f"{slug}/{n}", name=f"Task {n}") for n in numbers)
+    )
+
+
+def move(task: str, *states: str, tree: str = "t") -> list[ev.Event]:
+    return [
+        ev.TaskStatusChanged(task_id=task, from_state=a, to_state=b, tree=tree if b == "complete" else "")  # type: ignore[arg-type]
+        for a, b in itertools.pairwise(states)
+    ]
+
+
+def done(task: str) -> list[ev.Event]:
+    return move(task, "pending", "in-progress", "complete")
+
+
+def verdict(scope: str, target: str, passed: bool = True) -> ev.OracleVerdictRecorded:
+    return ev.OracleVerdictRecorded(scope=scope, target=target, passed=passed, tree="t")  # type: ignore[arg-type]
+
+
+def module_branch() -> ev.BranchEnsured:
+    return ev.BranchEnsured(branch="lopen/auth", base=MODULE_TIP, created=True)
+
+
+def lane(component: str = "core", base: str = LANE_BASE) -> ev.BranchEnsured:
+    return ev.BranchEnsured(branch=f"lopen/auth--{component}", base=base, created=True, component=component)
+
+
+# -- the plan ---------------------------------------------------------------------------------------------
+
+
+def test_two_components_with_one_slug_are_refused_naming_every_slug() -> None:
+    state = fold()
+    assert refused(state, components("Core", "API", "core")) == "component names must be distinct; got core, api, core"
+
+
+def test_a_component_depending_on_itself_is_refused() -> None:
+    state = fold()
+    assert refused(state, components(dep("API", "Core"), dep("Core", "core"))) == "component core depends on itself"
+
+
+@pytest.mark.parametrize(
+    ("specs", "cycle"),
+    [
+        ((dep("A", "B"), dep("B", "A")), "a → b → a"),
+        ((dep("A", "B"), dep("B", "C"), dep("C", "B")), "b → c → b"),  # reached from a, which is not in it
+        ((dep("X", "Lib"), dep("A", "X", "B"), dep("B", "A")), "a → b → a"),  # after a finished dependency
+    ],
+)
+def test_a_cycle_is_refused_and_shown_from_where_it_closes(specs: tuple[ev.ComponentSpec, ...], cycle: str) -> None:
+    assert refused(fold(), components(*specs)) == f"the components' depends_on form a cycle: {cycle}"
+
+
+def test_shared_and_external_dependencies_are_no_cycle() -> None:
+    # d is reached twice (from b and from c): visited once; "Postgres" is not a component (external)
+    state = fold(components(dep("A", "B", "C"), dep("B", "D"), dep("C", "D"), dep("D", "Postgres")))
+    assert list(state.components) == ["a", "b", "c", "d"]
+    assert state.components["d"].depends_on == ["postgres"]
+
+
+def test_a_component_with_started_work_cannot_be_dropped_but_an_unstarted_one_can() -> None:
+    state = fold(
+        components("Core", "API", "Docs"),
+        tasks("Core", 1, 2),
+        tasks("API", 1),
+        *move("core/2", "pending", "in-progress"),
+    )
+    assert refused(state, components("API")) == "component core has started work (core/2) and cannot be dropped"
+    assert state.apply(components("Core")) is None  # api's task never started: it goes, with its tasks
+    assert list(state.components) == ["core"]
+    assert sorted(state.tasks) == ["core/1", "core/2"]
+
+
+def test_selecting_is_refused_for_an_unknown_a_complete_and_a_blocked_component() -> None:
+    state = fold(components(dep("Core"), dep("API", "Core", "Redis"), dep("Docs", status="done")))
+    assert refused(state, ev.ComponentSelected(component="Nope")) == "no component 'Nope' in the plan"
+    assert refused(state, ev.ComponentSelected(component="docs")) == "component docs is already complete"
+    assert refused(state, ev.ComponentSelected(component="API")) == (
+        "component api depends on core, which are not complete yet"
+    )
+    assert state.check(ev.ComponentSelected(component="Core")) is None
+    state.apply(ev.ComponentSelected(component="Core"))
+    assert state.selected == "core"
+
+
+def test_a_component_whose_dependencies_are_done_can_be_selected() -> None:
+    state = fold(components(dep("Core", status="done"), dep("API", "Core")))
+    assert state.blocked_by("api") == []
+    assert state.check(ev.ComponentSelected(component="API")) is None
+    assert state.blocked_by("nope") == []
+
+
+def test_tasks_are_refused_for_an_unknown_component_and_duplicate_ids() -> None:
+    state = fold(components("Core"))
+    assert refused(state, tasks("Nope", 1)) == "no component 'Nope' in the plan"
+    assert refused(state, tasks("Core", 1, 2, 1)) == "task ids must be distinct; got core/1, core/2, core/1"
+
+
+def test_a_task_id_of_another_component_or_of_another_form_is_refused() -> None:
+    state = fold(components("Core", "API"), tasks("Core", 1))
+    stolen = ev.TasksRecorded(component="API", tasks=(ev.TaskSpec(id="core/1", name="x"),))
+    assert refused(state, stolen) == "task core/1 already belongs to component 'core'"
+    odd = ev.TasksRecorded(component="API", tasks=(ev.TaskSpec(id="api-1", name="x"),))
+    assert refused(state, odd) == "task id api-1 is not of the form api/<n>"
+    prefix = ev.TasksRecorded(component="API", tasks=(ev.TaskSpec(id="apix/1", name="x"),))
+    assert refused(state, prefix) == "task id apix/1 is not of the form api/<n>"
+    again = ev.TasksRecorded(component="Core", tasks=(ev.TaskSpec(id="core/1", name="renamed"),))
+    assert state.check(again) is None  # its own known task, recorded again
+
+
+def test_recording_a_plan_again_keeps_started_tasks_and_refuses_to_drop_them() -> None:
+    state = fold(components("Core"), tasks("Core", 1, 2, 3), *done("core/1"), *move("core/2", "pending", "in-progress"))
+    assert refused(state, tasks("Core", 3)) == "tasks with started or finished work cannot be dropped: core/1, core/2"
+    state.apply(tasks("Core", 1, 2, 4))  # core/3 (pending) dropped, core/4 added
+    assert [t.id for t in state.component_tasks("core")] == ["core/1", "core/2", "core/4"]
+    assert (state.tasks["core/1"].state, state.tasks["core/1"].tree) == ("complete", "t")
+    assert state.tasks["core/2"].state == "in-progress"
+    assert "core/3" not in state.tasks
+    assert state.next_task_id("core") == "core/5"
+    assert state.next_task_id("core", used=9) == "core/10"
+
+
+def test_a_status_change_is_refused_for_an_unknown_task_a_wrong_from_state_and_an_invalid_transition() -> None:
+    state = fold(components("Core"), tasks("Core", 1))
+    unknown = ev.TaskStatusChanged(task_id="core/9", from_state="pending", to_state="in-progress")
+    assert refused(state, unknown) == "task core/9 is not in the plan of module 'auth'"
+    wrong = ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete")
+    assert refused(state, wrong) == "task core/1 is 'pending', but the event moves it from 'in-progress'"
+    skip = ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="complete")
+    assert refused(state, skip) == "task core/1: pending → complete is not a valid transition (W5)"
+    assert refused(state, ev.TaskReopened(task_id="core/9")) == "task core/9 is not in the plan of module 'auth'"
+    assert state.check(ev.TaskReopened(task_id="core/1")) is None
+
+
+def test_a_session_id_is_used_once() -> None:
+    state = fold(ev.SessionStarted(session_id="s1"))
+    assert refused(state, ev.SessionStarted(session_id="s1")) == "session s1 already exists"
+    assert state.check(ev.SessionStarted(session_id="s2")) is None
+
+
+# -- commits: one writer per tip ---------------------------------------------------------------------------
+
+
+def test_a_commit_on_a_stale_module_tip_is_refused() -> None:
+    state = fold(module_branch())
+    stale = ev.CommitRecorded(sha="c1", parent=STALE, branch="lopen/auth")
+    assert refused(state, stale) == (
+        "lopen/auth is at 1111111111 in the history, not 9999999999: another commit came first"
+    )
+    nameless = ev.CommitRecorded(sha="c1", parent=STALE)
+    assert refused(state, nameless) == (
+        "the branch is at 1111111111 in the history, not 9999999999: another commit came first"
+    )
+    state.apply(ev.CommitRecorded(sha="c1", parent=MODULE_TIP, branch="lopen/auth"))
+    assert state.tip == "c1"
+    # the base is no longer the tip: a second commit on it came second
+    assert "another commit came first" in refused(state, ev.CommitRecorded(sha="c2", parent=MODULE_TIP))
+    assert state.check(ev.CommitRecorded(sha="c2", parent="c1")) is None
+
+
+def test_before_any_commit_the_branch_base_is_the_tip() -> None:
+    state = fold(module_branch())
+    state.tip = ""  # a history from before the tip was recorded
+    assert "is at 1111111111" in refused(state, ev.CommitRecorded(sha="c1", parent=STALE))
+    assert state.check(ev.CommitRecorded(sha="c1", parent=MODULE_TIP)) is None
+
+
+def test_a_commit_with_no_parent_or_no_known_tip_is_not_checked_for_staleness() -> None:
+    assert fold(module_branch()).check(ev.CommitRecorded(sha="c1")) is None
+    assert fold().check(ev.CommitRecorded(sha="c1", parent=STALE)) is None
+
+
+def test_a_commit_on_a_components_branch_is_checked_against_that_branchs_tip() -> None:
+    state = fold(module_branch(), components("Core"), lane())
+    on_lane = ev.CommitRecorded(sha=LANE_TIP, parent=MODULE_TIP, branch="lopen/auth--core")
+    assert refused(state, on_lane) == (
+        "lopen/auth--core is at 2222222222 in the history, not 1111111111: another commit came first"
+    )
+    state.apply(ev.CommitRecorded(sha=LANE_TIP, parent=LANE_BASE, branch="lopen/auth--core"))
+    assert state.lanes["core"].tip == LANE_TIP
+    assert state.tip == MODULE_TIP  # the module branch did not move
+    assert state.tip_of("core") == LANE_TIP
+    assert state.tip_of() == MODULE_TIP
+    stale = ev.CommitRecorded(sha="c3", parent=LANE_BASE, branch="lopen/auth--core")
+    assert "is at 3333333333" in refused(state, stale)
+    # the module branch keeps its own tip
+    assert state.check(ev.CommitRecorded(sha="c4", parent=MODULE_TIP, branch="lopen/auth")) is None
+
+
+def test_a_lane_with_no_commit_yet_is_at_its_base() -> None:
+    state = fold(module_branch(), components("Core"), lane())
+    state.lanes["core"].tip = ""  # an older record: only the base
+    assert state.tip_of("core") == LANE_BASE
+    assert "is at 2222222222" in refused(state, ev.CommitRecorded(sha="x", parent=STALE, branch="lopen/auth--core"))
+    assert state.check(ev.CommitRecorded(sha="x", parent=LANE_BASE, branch="lopen/auth--core")) is None
+    state.tip = ""
+    assert state.tip_of() == MODULE_TIP  # the module's branch base
+
+
+def test_a_commit_completing_a_task_needs_a_complete_task_of_the_plan() -> None:
+    state = fold(components("Core"), tasks("Core", 1), *move("core/1", "pending", "in-progress"))
+    assert refused(state, ev.CommitRecorded(sha="c", task_id="core/9")) == (
+        "task core/9 is not in the plan of module 'auth'"
+    )
+    assert refused(state, ev.CommitRecorded(sha="c", task_id="core/1")) == (
+        "task core/1 is in-progress: only a complete task is committed"
+    )
+    state.apply(move("core/1", "in-progress", "complete")[0])
+    assert state.owed_commits() == [state.tasks["core/1"]]
+    assert state.apply(ev.CommitRecorded(sha="c", task_id="core/1")) is None
+    assert state.tasks["core/1"].commit == "c"
+    assert state.owed_commits() == []
+
+
+# -- claims and leases -------------------------------------------------------------------------------------
+
+
+def claim(component: str, worker: str, until: float, at: float) -> ev.ComponentClaimed:
+    return ev.ComponentClaimed(component=component, worker=worker, lease_until=until, at=at)
+
+
+def test_a_claim_of_something_not_in_the_plan_is_refused_but_the_reserved_items_can_be_claimed() -> None:
+    state = fold(components("Core"))
+    assert refused(state, claim("nope", "w1", 100, 10)) == "no component 'nope' in the plan"
+    assert state.check(claim(":plan", "w1", 100, 10)) is None
+    assert state.check(claim(":module", "w1", 100, 10)) is None
+
+
+def test_a_complete_component_cannot_be_claimed() -> None:
+    state = fold(components(dep("Core", status="done")))
+    assert refused(state, claim("core", "w1", 100, 10)) == "component core is already complete"
+
+
+def test_a_live_lease_refuses_another_worker_until_it_runs_out() -> None:
+    state = fold(components("Core"), claim("core", "w1", until=3600, at=10))
+    assert refused(state, claim("core", "w2", 7200, at=3599)) == (
+        "core is claimed by w1 until 01:00:00Z (a live lease)"
+    )
+    assert state.check(claim("core", "w1", 7200, at=3599)) is None  # its holder claims again
+    assert state.live_claim("core", 3599) == state.claims["core"]
+    assert state.live_claim("core", 3600) is None  # ran out at that very second
+    state.apply(claim("core", "w2", 7200, at=3600))
+    assert state.claims["core"].worker == "w2"
+    assert (state.claims["core"].until, state.claims["core"].at) == (7200, 3600)
+
+
+def test_only_the_holder_renews_or_releases_a_claim() -> None:
+    state = fold(components("Core"), claim("core", "w1", 100, 10))
+    renew = ev.ComponentLeaseRenewed(component="core", worker="w2", lease_until=200)
+    assert refused(state, renew) == "core is claimed by w1, not w2"
+    assert refused(state, ev.ComponentReleased(component="core", worker="w2")) == "core is claimed by w1, not w2"
+    assert refused(state, ev.ComponentReleased(component=":plan", worker="w1")) == ":plan is not claimed"
+    state.apply(ev.ComponentLeaseRenewed(component="core", worker="w1", lease_until=200))
+    assert state.claims["core"].until == 200
+    state.apply(ev.ComponentReleased(component="core", worker="w1"))
+    assert state.claims == {}
+    assert refused(state, ev.ComponentLeaseRenewed(component="core", worker="w1", lease_until=300)) == (
+        "core is not claimed"
+    )
+
+
+# -- branches and merges -----------------------------------------------------------------------------------
+
+
+def test_a_branch_for_a_component_not_in_the_plan_is_refused() -> None:
+    state = fold(components("Core"))
+    assert refused(state, lane("nope")) == "no component 'nope' in the plan"
+    assert state.check(ev.BranchEnsured(branch="lopen/auth")) is None
+
+
+def test_ensuring_a_branch_again_keeps_its_tip_and_a_recreated_lane_keeps_its_conflicts() -> None:
+    state = fold(module_branch(), components("Core"), lane())
+    state.apply(ev.CommitRecorded(sha=LANE_TIP, parent=LANE_BASE, branch="lopen/auth--core"))
+    state.apply(ev.ComponentMergeConflicted(component="core", into="m2", redo=True))
+    state.apply(ev.BranchEnsured(branch="lopen/auth--core", component="core", worktree="/wt/core"))
+    assert (state.lanes["core"].tip, state.lanes["core"].worktree) == (LANE_TIP, "/wt/core")
+    state.apply(ev.BranchEnsured(branch="lopen/auth--core", component="core"))
+    assert state.lanes["core"].worktree == "/wt/core"
+    state.apply(lane(base="newbase"))  # built again from the module's tip
+    assert (state.lanes["core"].base, state.lanes["core"].tip, state.lanes["core"].conflicts) == (
+        "newbase",
+        "newbase",
+        1,
+    )
+    state.apply(ev.BranchEnsured(branch="lopen/auth", base="other", worktree="/wt"))
+    assert (state.branch_base, state.tip, state.worktree) == (MODULE_TIP, MODULE_TIP, "/wt")
+    state.apply(ev.BranchEnsured(branch="lopen/auth", base="other"))
+    assert state.worktree == "/wt"
+
+
+def ready_to_merge() -> ModuleState:
+    return fold(
+        module_branch(),
+        components("Core"),
+        lane(),
+        tasks("Core", 1),
+        *done("core/1"),
+        verdict("task", "core/1"),
+        ev.CommitRecorded(sha=LANE_TIP, parent=LANE_BASE, task_id="core/1", branch="lopen/auth--core"),
+        verdict("component", "core"),
+    )
+
+
+def merge(parent: str = MODULE_TIP, tip: str = LANE_TIP, component: str = "core") -> ev.ComponentMerged:
+    return ev.ComponentMerged(component=component, sha="m1", parent=parent, component_tip=tip)
+
+
+def test_a_verified_component_merges_at_its_tip_onto_the_current_module_tip() -> None:
+    state = ready_to_merge()
+    assert not state.merged("core") and not state.component_done("core")
+    assert state.check(merge()) is None
+    state.apply(merge())
+    assert state.tip == "m1"
+    assert (state.lanes["core"].merged_tip, state.lanes["core"].merged_as) == (LANE_TIP, "m1")
+    assert state.merged("core") and state.component_done("core")
+    assert state.component_state("core") == "complete"
+
+
+def test_a_merge_is_refused_without_a_lane_or_on_a_stale_module_tip() -> None:
+    state = ready_to_merge()
+    assert refused(state, merge(component="api")) == "component api has no branch of its own to merge"
+    assert refused(state, merge(parent=STALE)) == (
+        "the module branch is at 1111111111, not 9999999999: another merge came first"
+    )
+    state.tip = ""
+    assert state.check(merge()) is None  # the branch base, before any commit
+
+
+def test_a_merge_is_refused_for_open_tasks_an_unverified_component_or_a_stale_component_tip() -> None:
+    state = fold(module_branch(), components("Core"), lane(), tasks("Core", 1, 2), *done("core/1"))
+    assert refused(state, merge(tip=LANE_BASE)) == "component core has tasks not complete: core/2"
+    state.apply(tasks("Core", 1))
+    assert refused(state, merge(tip=LANE_BASE)) == "component core is not verified"
+    state.apply(verdict("component", "core", passed=False))
+    assert refused(state, merge(tip=LANE_BASE)) == "component core is not verified"
+    state.apply(verdict("component", "core"))
+    assert refused(state, merge(tip=STALE)) == "component core's branch is at 2222222222, not 9999999999"
+    assert state.check(merge(tip=LANE_BASE)) is None  # no commit on it yet: at its base
+    state.lanes["core"].tip = ""
+    assert state.check(merge(tip=LANE_BASE)) is None
+
+
+def test_a_merge_waits_for_work_built_on_the_module_branch_itself() -> None:
+    state = ready_to_merge()
+    state.apply(components("Core", "API", "Docs"))
+    state.apply(tasks("API", 1))
+    state.apply(tasks("Docs", 1))
+    assert state.started_in_place() == []
+    state.apply(move("api/1", "pending", "in-progress")[0])
+    assert state.started_in_place() == ["api"]
+    assert refused(state, merge()) == "api is being built on the module branch itself: merge after it is done"
+
+
+def test_a_merged_component_with_a_newer_commit_on_its_branch_is_not_done() -> None:
+    state = ready_to_merge()
+    state.apply(merge())
+    state.apply(ev.CommitRecorded(sha="fix", parent=LANE_TIP, branch="lopen/auth--core"))
+    assert not state.merged("core") and not state.component_done("core")
+    assert state.component_state("core") == "in-progress"
+
+
+def test_a_conflict_needs_a_lane_and_a_known_resolution_task() -> None:
+    state = ready_to_merge()
+    assert refused(state, ev.ComponentMergeConflicted(component="api", into="m")) == (
+        "component api has no branch of its own"
+    )
+    assert refused(state, ev.ComponentMergeConflicted(component="core", into="m", task_id="core/9")) == (
+        "task core/9 is not in the plan of module 'auth'"
+    )
+    state.apply(tasks("Core", 1, 2))
+    state.apply(ev.ComponentMergeConflicted(component="core", into="m", task_id="core/2"))
+    assert (state.lanes["core"].resolving, state.lanes["core"].resolution_task) == ("m", "core/2")
+    state.apply(ev.ComponentMergeConflicted(component="core", into="m9", redo=True))
+    assert state.lanes["core"].conflicts == 2
+    assert state.lanes["core"].resolving == "m"  # a redo sets no resolution
+    state.apply(ev.CommitRecorded(sha="x", parent=LANE_TIP, task_id="core/1", branch="lopen/auth--core"))
+    assert state.lanes["core"].resolution_task == "core/2"  # another task's commit
+    state.apply(move("core/2", "pending", "in-progress")[0])
+    state.apply(move("core/2", "in-progress", "complete")[0])
+    state.apply(ev.CommitRecorded(sha="y", parent="x", task_id="core/2", branch="lopen/auth--core"))
+    assert (state.lanes["core"].resolving, state.lanes["core"].resolution_task) == ("", "")
+
+
+# -- apply: what a skipped event leaves --------------------------------------------------------------------
+
+
+def test_skipped_events_keep_the_latest_twenty_problems_and_a_problem_without_a_seq_is_bare() -> None:
+    state = fold(components("Core"))
+    for n in range(25):
+        state.apply(ev.TaskReopened(task_id=f"core/{n}"), n + 1)
+    assert len(state.problems) == 20
+    assert state.problems[0] == "event #6 TaskReopened skipped: task core/5 is not in the plan of module 'auth'"
+    assert state.problems[-1] == "event #25 TaskReopened skipped: task core/24 is not in the plan of module 'auth'"
+    assert state.apply(ev.TaskReopened(task_id="x")) == "task x is not in the plan of module 'auth'"
+    assert state.problems[-1] == "task x is not in the plan of module 'auth'"
+
+
+def test_an_approval_remembers_where_it_is_in_the_store() -> None:
+    state = fold()
+    state.apply(ev.SpecApproved(spec_hash="h1", section_hashes={"a": "1"}), 5)
+    state.apply(ev.SpecApproved(spec_hash="h2", section_hashes={"a": "2"}), 9)
+    state.apply(ev.SpecApproved(spec_hash="h3", section_hashes={"a": "3"}))  # not from the store
+    assert state.approval is not None and state.approval.seq == 0
+    assert state.approval_seqs == [5, 9]
+    assert state.baseline == {"a": "3"}  # no plan yet: the latest approval is the baseline
