@@ -454,3 +454,234 @@ def test_an_approval_remembers_where_it_is_in_the_store() -> None:
     assert state.approval is not None and state.approval.seq == 0
     assert state.approval_seqs == [5, 9]
     assert state.baseline == {"a": "3"}  # no plan yet: the latest approval is the baseline
+
+
+# -- what the fold remembers (the state the checks and the gate read) ----------------------------------------
+
+
+def test_a_failed_task_keeps_its_latest_ten_reasons_and_a_reopened_one_starts_afresh() -> None:
+    state = fold(components("Core"), tasks("Core", 1), *move("core/1", "pending", "in-progress"))
+    for n in range(12):
+        state.apply(ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="failed", reason=f"r{n}"))
+        state.apply(ev.TaskStatusChanged(task_id="core/1", from_state="failed", to_state="in-progress"))
+    task = state.tasks["core/1"]
+    assert task.failures == 12
+    assert task.reasons == [f"r{n}" for n in range(2, 12)]
+    state.apply(ev.ScopeStarted(scope="task", target="core/1", base_commit="b"))
+    state.apply(verdict("task", "core/1"))
+    state.apply(ev.TaskReopened(task_id="core/1"))
+    task = state.tasks["core/1"]
+    assert (task.state, task.failures, task.reasons, task.tree, task.commit) == ("pending", 0, [], "", "")
+    assert "task:core/1" not in state.scopes
+    assert not state.verified("task", "core/1")
+
+
+def test_work_started_again_unbinds_the_tree_and_voids_the_component_and_module_verdicts() -> None:
+    state = fold(
+        components("Core"), tasks("Core", 1), *done("core/1"), verdict("task", "core/1"), verdict("component", "core")
+    )
+    state.apply(verdict("module", "auth"))
+    state.apply(ev.CommitRecorded(sha="c1", task_id="core/1"))
+    assert state.tasks["core/1"].tree == "t" and state.complete and state.state == "complete"
+    state.apply(ev.TaskReopened(task_id="core/1"))
+    assert not state.verified("component", "core") and not state.verified("module", "auth")
+    assert not state.complete and state.state == "in progress"
+    state.apply(move("core/1", "pending", "in-progress")[0])
+    state.apply(verdict("component", "core"))
+    state.apply(verdict("module", "auth"))
+    state.apply(ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="failed"))
+    assert state.verified("component", "core")  # a failure voids the task's verdict only
+    state.apply(ev.TaskStatusChanged(task_id="core/1", from_state="failed", to_state="in-progress"))
+    assert not state.verified("component", "core") and not state.verified("module", "auth")
+    assert (state.tasks["core/1"].tree, state.tasks["core/1"].commit) == ("", "")
+
+
+def test_a_completion_remembers_its_tree_and_invocation() -> None:
+    state = fold(components("Core"), tasks("Core", 1), *move("core/1", "pending", "in-progress"))
+    state.apply(
+        ev.TaskStatusChanged(
+            task_id="core/1", from_state="in-progress", to_state="complete", tree="tx", invocation_id="i9"
+        )
+    )
+    assert (state.tasks["core/1"].tree, state.tasks["core/1"].invocation) == ("tx", "i9")
+
+
+def test_recording_tasks_voids_the_components_verdict_only() -> None:
+    state = fold(components("Core"), tasks("Core", 1), verdict("task", "core/1"), verdict("component", "core"))
+    state.apply(verdict("module", "auth"))
+    state.apply(tasks("Core", 1, 2))
+    assert not state.verified("component", "core")
+    assert state.verified("task", "core/1") and state.verified("module", "auth")
+
+
+def test_verdicts_count_attempts_and_only_the_latest_counts() -> None:
+    state = fold(verdict("task", "x", passed=True), verdict("task", "x", passed=False))
+    node = state.verdicts["task:x"]
+    assert (node.attempts, node.passed, node.valid) == (2, False, False)
+    state.apply(ev.OracleVerdictRecorded(scope="task", target="x", passed=True, tree="t2", summary="fine"))
+    node = state.verdicts["task:x"]
+    assert (node.attempts, node.passed, node.valid, node.tree, node.summary) == (3, True, True, "t2", "fine")
+    assert state.attempts("task", "x") == 3 and state.attempts("task", "y") == 0
+
+
+def test_drift_and_replanning_take_the_earliest_step_and_void_component_and_module_verdicts() -> None:
+    state = fold(components("Core"), tasks("Core", 1), verdict("task", "core/1"), verdict("component", "core"))
+    state.apply(ev.SpecDriftDetected(reentry_step=3, section_hashes={"a": "2"}))
+    assert (state.replan_from, state.replan_why) == (3, "the approved specification changed: re-planning")
+    assert state.baseline == {"a": "2"}
+    assert state.verified("task", "core/1") and not state.verified("component", "core")
+    state.apply(ev.SpecDriftDetected(reentry_step=4))
+    assert state.replan_from == 3
+    state.apply(ev.ReplanRequested(step=2, requested_by="Ann", reason="split core"))
+    assert (state.replan_from, state.replan_why) == (2, "Ann asked to re-plan (split core)")
+    state.apply(ev.ReplanRequested(step=5))
+    assert (state.replan_from, state.replan_why) == (2, "a person asked to re-plan")
+    fresh = fold(components("Core"), verdict("component", "core"))
+    fresh.apply(ev.SpecDriftDetected(reentry_step=0, section_hashes={"b": "1"}))
+    assert fresh.replan_from == 0 and fresh.verified("component", "core") and fresh.baseline == {"b": "1"}
+    fresh.apply(ev.ReplanRequested(step=4))
+    assert fresh.replan_from == 4
+
+
+def test_only_a_planning_invocation_that_ends_ok_clears_the_replan() -> None:
+    state = fold(ev.ReplanRequested(step=2))
+    for kind, outcome in (("task", "ok"), ("planning", "error")):
+        state.apply(ev.InvocationStarted(invocation_id="i", kind=kind))
+        state.apply(ev.InvocationFinished(invocation_id="i", outcome=outcome))
+        assert state.replan_from == 2 and state.invocations == {}
+    state.apply(ev.InvocationFinished(invocation_id="never", outcome="ok"))
+    assert state.replan_from == 2
+
+
+def test_the_bash_commands_of_an_open_invocation_are_remembered() -> None:
+    state = fold(ev.InvocationStarted(invocation_id="i1", kind="task", session_id="s", task="core/1"))
+    state.apply(ev.ToolCalled(invocation_id="i1", tool="bash", arguments={"command": "pytest -q"}))
+    state.apply(ev.ToolCalled(invocation_id="i1", tool="view", arguments={"command": "not bash"}))
+    state.apply(ev.ToolCalled(invocation_id="i1", tool="bash", arguments={"command": ["a", "list"]}))
+    state.apply(ev.ToolCalled(invocation_id="other", tool="bash", arguments={"command": "ls"}))
+    opened = state.invocations["i1"]
+    assert (opened.kind, opened.session_id, opened.task, opened.commands) == ("task", "s", "core/1", ["pytest -q"])
+
+
+def test_notes_are_kept_for_the_next_non_oracle_invocation() -> None:
+    state = fold(ev.CorrectiveInstructionIssued(instruction="a"), ev.CorrectiveInstructionIssued(instruction="b"))
+    state.apply(ev.InvocationStarted(invocation_id="o", kind="oracle"))
+    assert state.notes == ["a", "b"]
+    state.apply(ev.InvocationStarted(invocation_id="t", kind="task"))
+    assert state.notes == []
+
+
+def test_models_that_fell_back_are_listed_once_until_a_session_starts_or_resumes() -> None:
+    state = fold(ev.SessionStarted(session_id="s1"))
+    for model in ("m1", "m1", "m2"):
+        state.apply(ev.ModelFellBack(from_model=model, to_model="x"))
+    assert state.unavailable == ["m1", "m2"]
+    state.apply(ev.SessionResumed(session_id="s1"))
+    assert state.unavailable == []
+    state.apply(ev.ModelFellBack(from_model="m3", to_model="x"))
+    state.apply(ev.SessionStarted(session_id="s2"))
+    assert state.unavailable == []
+
+
+def test_a_pause_request_lasts_until_a_session_stops_running() -> None:
+    state = fold(ev.SessionStarted(session_id="s1", at=5.0), ev.PauseRequested(requested_by="Ann"))
+    assert state.pause_requested == "Ann"
+    state.apply(ev.SessionResumed(session_id="s1"))
+    assert state.pause_requested == "Ann"
+    state.apply(ev.SessionPaused())  # not of a session
+    assert state.pause_requested == "Ann"
+    state.apply(ev.SessionPaused(session_id="s1"))
+    assert state.pause_requested == "" and state.sessions["s1"].status == "paused"
+    assert state.sessions["s1"].started_at == 5.0
+    state.apply(ev.PauseRequested())
+    assert state.pause_requested == "someone"
+    state.apply(ev.SessionFailed(session_id="s1"))
+    assert state.pause_requested == "" and state.sessions["s1"].status == "failed"
+    state.apply(ev.SessionDeleted(session_id="s1"))
+    state.apply(ev.SessionResumed(session_id="s1"))
+    assert state.sessions["s1"].status == "deleted"  # a deleted session stays deleted
+    state.apply(ev.SessionDeleted(session_id="nope"))
+    assert "nope" not in state.sessions
+
+
+def test_sessions_latest_unfinished_and_latest_not_deleted() -> None:
+    state = fold(
+        ev.SessionStarted(session_id="a", at=1.0),
+        ev.SessionStarted(session_id="b", at=2.0),
+        ev.SessionStarted(session_id="c", at=3.0),
+    )
+    assert (state.unfinished_session(), state.last_session()) == ("c", "c")
+    state.apply(ev.SessionCompleted(session_id="c"))
+    state.apply(ev.SessionPaused(session_id="a"))
+    assert (state.unfinished_session(), state.last_session()) == ("b", "c")
+    state.apply(ev.SessionDeleted(session_id="c"))
+    state.apply(ev.SessionFailed(session_id="b"))
+    assert (state.unfinished_session(), state.last_session()) == ("a", "b")
+    assert fold().unfinished_session() is None and fold().last_session() is None
+    assert fold().state == "not started" and state.state == "in progress"
+
+
+def test_verification_evidence_is_kept_per_tree_and_command_the_latest_64() -> None:
+    state = fold()
+    record = ev.VerificationEvidenceRecorded
+    state.apply(
+        record(scope="task", target="x", command="pytest", exit_code=1, output_tail="E", duration=2.5, tree="t0")
+    )
+    state.apply(record(scope="task", target="x", command="pytest", exit_code=0, tree="t0", reused=True))
+    state.apply(record(scope="task", target="x", command="pytest", exit_code=0, tree=""))
+    assert list(state.evidence) == ["t0 pytest"]
+    node = state.evidence["t0 pytest"]
+    assert (node.exit_code, node.output_tail, node.duration) == (1, "E", 2.5)
+    for n in range(1, 65):
+        state.apply(record(scope="task", target="x", command="pytest", exit_code=0, tree=f"t{n}"))
+    assert len(state.evidence) == 64
+    assert "t0 pytest" not in state.evidence and "t1 pytest" in state.evidence and "t64 pytest" in state.evidence
+
+
+def test_messages_are_queued_until_delivered() -> None:
+    state = fold(ev.UserMessageQueued(message_id="m1", text="hi"), ev.UserMessageQueued(message_id="m2", text="yo"))
+    state.apply(ev.UserMessageDelivered(message_id="m1"))
+    state.apply(ev.UserMessageDelivered(message_id="m9"))
+    assert state.queued == {"m2": "yo"}
+
+
+def test_a_new_plan_keeps_known_components_tasks_and_numbers_and_forgets_the_selection_of_a_dropped_one() -> None:
+    state = fold(ev.SpecApproved(spec_hash="h", section_hashes={"a": "1"}), components("Core", "API"))
+    state.apply(tasks("API", 1, 2))
+    state.apply(ev.ComponentSelected(component="API"))
+    state.apply(components("Core"))
+    assert state.selected == "" and "api/1" not in state.tasks
+    state.apply(components(dep("Core", "Lib", "lib"), "API"))
+    assert state.components["core"].depends_on == ["lib"]  # one dependency, spelled twice
+    assert state.components["api"].last_n == 2 and state.next_task_id("api") == "api/3"  # never reused
+    state.apply(tasks("Core", 1))
+    state.apply(ev.ComponentSelected(component="Core"))
+    state.apply(components(ev.ComponentSpec(name="Core", description="d", status="partial"), "API"))
+    node = state.components["core"]
+    assert (node.tasks, node.description, node.status, state.selected) == (["core/1"], "d", "partial", "core")
+
+
+def test_a_plan_made_before_the_approval_takes_its_baseline_from_the_next_plan() -> None:
+    state = fold(components("Core"))
+    assert state.baseline == {}
+    state.apply(ev.SpecApproved(spec_hash="h", section_hashes={"a": "1"}))
+    assert state.baseline == {}  # planned already: the approval does not move the baseline
+    assert state.pending_drift() is None
+    state.apply(components("Core"))
+    assert state.baseline == {"a": "1"}
+    state.apply(ev.SpecApproved(spec_hash="h2", section_hashes={"a": "2"}))
+    assert state.pending_drift() == ({"a": "1"}, {"a": "2"})
+    state.apply(components("Core"))
+    assert state.baseline == {"a": "1"}  # a baseline stays until the drift is recorded
+
+
+def test_task_numbers_follow_the_highest_number_given_even_out_of_order() -> None:
+    state = fold(components("Core"))
+    state.apply(
+        ev.TasksRecorded(
+            component="Core", tasks=(ev.TaskSpec(id="core/7", name="a"), ev.TaskSpec(id="core/3", name="b"))
+        )
+    )
+    assert state.components["core"].last_n == 7 and state.task_numbers == {"core": 7}
+    state.apply(ev.TasksRecorded(component="Core", tasks=(ev.TaskSpec(id="core/x", name="odd"),)))
+    assert state.task_numbers == {"core": 7} and state.next_task_id("core") == "core/8"
