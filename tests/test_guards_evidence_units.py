@@ -225,6 +225,7 @@ def test_a_component_and_the_module_run_every_verify_hook_but_verify_commit(desk
     assert [(c.name, c.exit_code) for c in component.commands] == [("verify-tests", 0), ("verify-lint", 3)]
     assert (component.component, component.task) == ("core", "")
     assert desk.runs() == ["verify-tests", "verify-lint"]
+    assert [r.invocation_id for r in desk.recorded()] == ["", ""]  # collected outside an invocation
     module = desk.collector.collect("module", MODULE, "")
     assert (module.component, module.task) == ("", "")
     assert [c.name for c in module.commands] == ["verify-tests", "verify-lint"]

@@ -19,16 +19,21 @@ from events import catalogue as ev
 from events.journal import Journal
 from lopen.app.engine import worktree_for
 from lopen.config import Settings
-from lopen.documents.tools import ReadPlanArgs
+from lopen.copilot.tools import NoArguments
+from lopen.documents.tools import LogResearchArgs, ReadPlanArgs, ReadResearchArgs, ReadSpecArgs
 from lopen.project import ensure_lopen_dir, open_store
 from lopen.workflow.approval import approve_spec
 from lopen.workflow.evidence import EvidenceCollector
 from lopen.workflow.oracle import Verdict
 from lopen.workflow.spec_watch import SpecWatcher
+from lopen.workflow.steps import STEP_NAMES, phase_of
 from lopen.workflow.toolbox import (
     ComponentArg,
+    DependencyArg,
     RecordComponentsArgs,
+    RecordDependenciesArgs,
     RecordTasksArgs,
+    ReportProgressArgs,
     SelectComponentArgs,
     TaskArg,
     Toolbox,
@@ -37,6 +42,7 @@ from lopen.workflow.toolbox import (
     VerifyComponentArgs,
     VerifyModuleArgs,
     VerifyTaskArgs,
+    _citations,
 )
 
 MODULE = "auth"
@@ -462,3 +468,252 @@ def test_a_module_whose_components_are_done_is_verified(gate: Gate) -> None:
     assert gate.asked[-1] == ("module", "auth", "all", module.invocation_id)
     json.loads(module.verify_module(VerifyModuleArgs(module="auth")))
     assert gate.asked[-1][1] == "auth"
+
+
+# -- planning tools: what they record and answer ---------------------------------------------------------------
+
+
+def test_the_context_names_the_step_and_the_invocations_ids(gate: Gate) -> None:
+    gate.plan("Sign tokens")
+    box = gate.box(component="core", task="core/1")
+    assert box.get_current_context(NoArguments()) == {
+        "phase": phase_of(6).value,
+        "step": 6,
+        "step_name": STEP_NAMES[6],
+        "module": MODULE,
+        "component": "core",
+        "task": "Sign tokens",
+        "task_id": "core/1",
+    }
+    free = gate.box("planning")
+    context = free.get_current_context(NoArguments())
+    assert (context["component"], context["task"], context["task_id"], context["step"]) == (None, None, None, 3)
+    ghost = Toolbox(gate.journal, invocation_id="g", step=3, task="core/9", documents_root=gate.worktree.path)
+    assert (ghost.get_current_context(NoArguments())["task"], ghost.get_current_context(NoArguments())["task_id"]) == (
+        None,
+        "core/9",
+    )
+
+
+def test_progress_and_dependencies_are_recorded_for_the_invocation(gate: Gate) -> None:
+    box = gate.box("planning")
+    assert box.report_progress(ReportProgressArgs(progress="half way")) == "noted"
+    deps = [DependencyArg(name="PyJWT", kind="library", reason="tokens"), DependencyArg(name="Redis")]
+    said = box.record_dependencies(RecordDependenciesArgs(dependencies=deps))
+    assert said == "recorded 2 dependencies (the whole list); next: record_components"
+    assert box.record_dependencies(RecordDependenciesArgs(dependencies=deps[:1])).startswith("recorded 1 dependency ")
+    events = [r.event for r in gate.store.read_stream(gate.journal.stream)]
+    (progress,) = [e for e in events if isinstance(e, ev.ProgressReported)]
+    assert (progress.invocation_id, progress.progress) == (box.invocation_id, "half way")
+    first = next(e for e in events if isinstance(e, ev.DependenciesRecorded))
+    assert first.invocation_id == box.invocation_id
+    assert first.dependencies == (
+        ev.Dependency(name="PyJWT", kind="library", reason="tokens"),
+        ev.Dependency(name="Redis"),
+    )
+    assert [d.name for d in gate.journal.snapshot().dependencies] == ["PyJWT"]
+
+
+def test_research_is_logged_in_the_worktree_and_recorded_with_its_path(gate: Gate) -> None:
+    box = gate.box("planning")
+    box.log_research(LogResearchArgs(topic="signing", content="HMAC."))
+    (logged,) = [r.event for r in gate.store.read_stream(gate.journal.stream) if isinstance(r.event, ev.ResearchLogged)]
+    assert logged.topic == "signing"
+    assert (gate.worktree.path / logged.path).read_text(encoding="utf-8").startswith("# signing")
+    assert not Path(logged.path).is_absolute()
+    read = box.tools(("read_research",))[0].handler(ReadResearchArgs(topic="signing"))
+    assert "HMAC." in read
+    with pytest.raises(ToolError, match="not 'billing'"):
+        box.log_research(LogResearchArgs(topic="x", content="y", module="billing"))
+    spec = box.tools(("read_spec",))[0].handler(ReadSpecArgs(section="Overview"))
+    assert "Sign and check tokens." in spec
+
+
+def test_components_merge_by_slug_and_the_answer_lists_them(gate: Gate) -> None:
+    box = gate.box("planning")
+    said = box.record_components(
+        RecordComponentsArgs(components=[ComponentArg(name="Core", status="partial"), ComponentArg(name="API")])
+    )
+    assert said == "the module's components are now: core (partial); api (missing). Next: select_component"
+    said = box.record_components(
+        RecordComponentsArgs(components=[ComponentArg(name="api", description="d", depends_on=["Core", "Redis"])])
+    )
+    assert said == (
+        "the module's components are now: core (partial); api (missing, depends on core, redis). Next: select_component"
+    )
+    state = gate.journal.snapshot()
+    assert (state.components["api"].name, state.components["api"].description) == ("api", "d")
+    assert state.components["core"].status == "partial"
+    recorded = [
+        r.event for r in gate.store.read_stream(gate.journal.stream) if isinstance(r.event, ev.ComponentsRecorded)
+    ]
+    assert {e.invocation_id for e in recorded} == {box.invocation_id}
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Docs")], replace=True))
+    assert list(gate.journal.snapshot().components) == ["docs"]
+    with pytest.raises(ToolError) as refused:
+        box.record_components(RecordComponentsArgs(components=[ComponentArg(name="A b"), ComponentArg(name="a-B")]))
+    assert str(refused.value) == (
+        "refused: component names must be distinct; got a-b, a-b (nothing was recorded; fix it and call again)"
+    )
+    with pytest.raises(ToolError) as refused:
+        box.record_components(RecordComponentsArgs(components=[]))
+    assert str(refused.value) == "pass at least one component in components"
+
+
+def test_selecting_says_what_is_wrong_and_what_is_ready(gate: Gate) -> None:
+    box = gate.box("planning")
+    with pytest.raises(ToolError) as refused:
+        box.select_component(SelectComponentArgs(component="core"))
+    assert str(refused.value) == "no component 'core'; components are: none yet — call record_components first"
+    box.record_components(
+        RecordComponentsArgs(
+            components=[
+                ComponentArg(name="Core"),
+                ComponentArg(name="API", depends_on=["Core"]),
+                ComponentArg(name="Docs", status="done"),
+                ComponentArg(name="CLI", depends_on=["API"]),
+            ]
+        )
+    )
+    with pytest.raises(ToolError) as refused:
+        box.select_component(SelectComponentArgs(component="nope"))
+    assert str(refused.value) == "no component 'nope'; components are: core, api, docs, cli"
+    with pytest.raises(ToolError) as refused:
+        box.select_component(SelectComponentArgs(component="Docs"))
+    assert str(refused.value) == "component 'docs' is already complete; select one that is not"
+    with pytest.raises(ToolError) as refused:
+        box.select_component(SelectComponentArgs(component="API"))
+    assert str(refused.value) == (
+        "component 'api' depends on core, which are not complete yet; select one that is ready: core"
+    )
+    said = box.select_component(SelectComponentArgs(component="Core", reason="first"))
+    assert said == "selected core; next: record_tasks for core"
+    assert box.component == "core"
+    (selected,) = [
+        r.event for r in gate.store.read_stream(gate.journal.stream) if isinstance(r.event, ev.ComponentSelected)
+    ]
+    assert (selected.component, selected.reason, selected.invocation_id) == ("core", "first", box.invocation_id)
+    box.record_tasks(RecordTasksArgs(tasks=[TaskArg(name="A", acceptance=CITES), TaskArg(name="B", acceptance=CITES)]))
+    assert box.select_component(SelectComponentArgs(component="core")) == (
+        "selected core; it has 2 tasks already (read_plan shows them). "
+        "Next: record_tasks for core to add or update tasks, or end the invocation"
+    )
+
+
+def test_tasks_get_fresh_ids_merge_by_name_and_say_where_they_stand(gate: Gate) -> None:
+    gate.plan("Sign tokens", "Check tokens")
+    box = gate.box("planning", component="core")
+    said = box.record_tasks(
+        RecordTasksArgs(
+            tasks=[
+                TaskArg(name="check tokens", description="new", acceptance=CITES),
+                TaskArg(name="Revoke", acceptance=CITES),
+            ]
+        )
+    )
+    assert said == (
+        "the tasks of core are now: core/1 Sign tokens (pending), core/2 check tokens (pending), core/3 Revoke "
+        "(pending). Next: record_tasks for another component you selected, or end the invocation with a one-line "
+        "summary if planning is done"
+    )
+    assert gate.journal.snapshot().tasks["core/2"].description == "new"
+    worker = gate.box(component="core", task="core/1")
+    status(worker, "in-progress")
+    box.record_tasks(RecordTasksArgs(tasks=[TaskArg(name="Sign tokens", description="changed", acceptance=CITES)]))
+    state = gate.journal.snapshot()
+    assert state.tasks["core/1"].description == "" and state.components["core"].tasks == ["core/1", "core/2", "core/3"]
+    box.record_tasks(RecordTasksArgs(tasks=[TaskArg(name="Revoke", subtasks=["a"], acceptance=CITES)], replace=True))
+    state = gate.journal.snapshot()
+    assert state.components["core"].tasks == ["core/1", "core/3"]  # replace: the pending Revoke keeps its id
+    assert state.tasks["core/3"].subtasks == ["a"]
+    box.record_tasks(RecordTasksArgs(tasks=[TaskArg(name="Audit", acceptance=CITES)], replace=True))
+    assert gate.journal.snapshot().components["core"].tasks == ["core/1", "core/4"]
+    recorded = [r.event for r in gate.store.read_stream(gate.journal.stream) if isinstance(r.event, ev.TasksRecorded)]
+    assert recorded[-1].invocation_id == box.invocation_id
+
+
+def test_tasks_are_refused_for_an_unknown_component_or_repeated_names(gate: Gate) -> None:
+    box = gate.box("planning")
+    with pytest.raises(ToolError) as refused:
+        box.record_tasks(RecordTasksArgs(component="core", tasks=[TaskArg(name="A", acceptance=CITES)]))
+    assert str(refused.value) == (
+        "no component 'core'; components are: none yet (record it with record_components first)"
+    )
+    gate.plan("Sign tokens")
+    with pytest.raises(ToolError) as refused:
+        box.record_tasks(RecordTasksArgs(component="api", tasks=[TaskArg(name="A", acceptance=CITES)]))
+    assert str(refused.value) == "no component 'api'; components are: core (record it with record_components first)"
+    with pytest.raises(ToolError) as refused:
+        box.record_tasks(RecordTasksArgs(component="core", tasks=[]))
+    assert str(refused.value) == "pass at least one task in tasks"
+    with pytest.raises(ToolError) as refused:
+        box.record_tasks(
+            RecordTasksArgs(
+                component="core", tasks=[TaskArg(name="A b", acceptance=CITES), TaskArg(name="a-B", acceptance=CITES)]
+            )
+        )
+    assert str(refused.value) == (
+        "refused: task names must be distinct within a call; got A b, a-B (nothing was recorded; fix it and call again)"
+    )
+
+
+def test_acceptance_items_must_cite_the_specs_criteria(gate: Gate) -> None:
+    gate.plan("Sign tokens")
+    box = gate.box("planning", component="core")
+    version = gate.journal.version
+    with pytest.raises(ToolError) as refused:
+        box.record_tasks(
+            RecordTasksArgs(tasks=[TaskArg(name="E", acceptance=["  ", ""]), TaskArg(name="F", acceptance=[" "])])
+        )
+    assert str(refused.value) == (
+        "refused: tasks without acceptance items: E, F; give each task at least one check that proves it done "
+        "(nothing was recorded; fix it and call again)"
+    )
+    with pytest.raises(ToolError) as refused:
+        box.record_tasks(
+            RecordTasksArgs(
+                tasks=[
+                    TaskArg(name="Rotate", acceptance=["[AUTH-07] yearly", "AUTH-9 too"]),
+                    TaskArg(name="Check", acceptance=["checked"]),
+                    TaskArg(name="Fine", acceptance=["auth-1: signed"]),
+                ]
+            )
+        )
+    assert str(refused.value) == (
+        "refused: each task's acceptance items must cite the spec's acceptance criteria by id, e.g. '[AUTH-01] …': "
+        "'Rotate' cites AUTH-07, AUTH-9, which the spec does not have; 'Check' cites no criterion. The spec's "
+        "criteria are AUTH-01, AUTH-02 (read_spec 'Acceptance Criteria'). Nothing was recorded; fix the tasks and "
+        "call again."
+    )
+    assert gate.journal.version == version
+
+
+@pytest.mark.parametrize(
+    ("items", "cited", "unknown"),
+    [
+        (["[AUTH-01] signed"], ["AUTH-01"], []),
+        (["auth-1 and AUTH-02"], ["AUTH-01", "AUTH-02"], []),  # any case, leading zeros or not
+        (["[AUTH-01] and again AUTH-01"], ["AUTH-01"], []),
+        (["AUTH-03 is new", "[AUTH-03]"], [], ["AUTH-03"]),
+        (["[NOTE-1] an upper-case bracketed id"], [], ["NOTE-1"]),
+        (["[note-1] lower case is prose", "xAUTH-01 and AUTH-01x are words"], [], []),
+        (["OAUTH-01"], [], []),
+    ],
+)
+def test_which_criteria_an_item_cites(items: list[str], cited: list[str], unknown: list[str]) -> None:
+    assert _citations(items, ["AUTH-01", "AUTH-02"]) == (cited, unknown)
+
+
+def test_ids_with_other_separators_and_prefixes(gate: Gate) -> None:
+    assert _citations(["SLUG.5 and SLUG_LONG_2"], ["SLUG.05", "SLUG_LONG_2", "X-1"]) == (["SLUG.05", "SLUG_LONG_2"], [])
+    assert _citations(["SLUG_LONG_9"], ["SLUG_2", "SLUG_LONG_2"]) == ([], ["SLUG_LONG_9"])
+    assert _citations(["V1 done"], ["V1"]) == (["V1"], [])
+
+
+def test_the_tools_are_the_ones_named_with_their_contracts(gate: Gate) -> None:
+    box = gate.box("planning")
+    names = ("get_current_context", "read_plan", "record_components", "verify_module_completion")
+    tools = box.tools(names)
+    assert [t.name for t in tools] == list(names)
+    assert all(t.description for t in tools)
+    assert tools[1].handler(ReadPlanArgs()).startswith("# Plan: auth")
