@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from events import catalogue as ev
-from events.fold import ModuleState, slugify
+from events.fold import ModuleState, aggregate, render_plan, slugify
 
 MODULE_TIP = "1111111111aaaa"  # longer than the 10 characters a refusal shows
 LANE_BASE = "2222222222bbbb"
@@ -685,3 +685,91 @@ def test_task_numbers_follow_the_highest_number_given_even_out_of_order() -> Non
     assert state.components["core"].last_n == 7 and state.task_numbers == {"core": 7}
     state.apply(ev.TasksRecorded(component="Core", tasks=(ev.TaskSpec(id="core/x", name="odd"),)))
     assert state.task_numbers == {"core": 7} and state.next_task_id("core") == "core/8"
+
+
+# -- the plan as people and the model read it (plan.md, read_plan) ---------------------------------------------
+
+
+def test_the_plan_renders_every_state_dependency_and_note() -> None:
+    state = fold(
+        ev.DependenciesRecorded(
+            dependencies=(
+                ev.Dependency(name="PyJWT", kind="library", reason="tokens"),
+                ev.Dependency(name="Redis"),
+                ev.Dependency(name="make", reason="builds"),
+            )
+        ),
+        components(dep("Core"), dep("API", "Core"), dep("Docs", status="done")),
+        ev.TasksRecorded(
+            component="Core",
+            tasks=(
+                ev.TaskSpec(id="core/1", name="Sign", subtasks=("write", "test")),
+                ev.TaskSpec(id="core/2", name="Check"),
+                ev.TaskSpec(id="core/3", name="Revoke"),
+            ),
+        ),
+        *done("core/1"),
+        *move("core/2", "pending", "in-progress", "failed"),
+        ev.TasksRecorded(component="API", tasks=(ev.TaskSpec(id="api/1", name="Serve"),)),
+        *move("api/1", "pending", "in-progress"),
+        ev.ComponentSelected(component="Core"),
+    )
+    assert render_plan(state) == (
+        "# Plan: auth\n"
+        "\n"
+        "<!-- Rendered by lopen from the event store; edits here are overwritten. -->\n"
+        "\n"
+        "State: in progress — 1 of 4 tasks complete\n"
+        "\n"
+        "## Dependencies\n"
+        "\n"
+        "- PyJWT (library): tokens\n"
+        "- Redis\n"
+        "- make: builds\n"
+        "\n"
+        "## Components\n"
+        "\n"
+        "- [ ] **Core** `core` — failed (selected)\n"
+        "  - [x] `core/1` Sign\n"
+        "    - [x] write\n"
+        "    - [x] test\n"
+        "  - [ ] `core/2` Check — failed\n"
+        "  - [ ] `core/3` Revoke\n"
+        "- [ ] **API** `api` — in-progress (depends on core)\n"
+        "  - [ ] `api/1` Serve — in-progress\n"
+        "- [x] **Docs** `docs` — complete\n"
+    )
+
+
+def test_an_empty_plan_and_a_single_task() -> None:
+    assert render_plan(fold()) == (
+        "# Plan: auth\n\n<!-- Rendered by lopen from the event store; edits here are overwritten. -->\n\n"
+        "State: not started — 0 of 0 tasks complete\n\n## Components\n\n_No components recorded yet._\n"
+    )
+    one = render_plan(fold(components("Core"), tasks("Core", 1), ev.ComponentSelected(component="core")))
+    assert "State: in progress — 0 of 1 task complete\n" in one
+    assert "- [ ] **Core** `core` — pending (selected)\n  - [ ] `core/1` Task 1\n" in one
+    both = fold(components(dep("Core"), dep("API", "Core")), ev.ComponentSelected(component="core"))
+    both.selected = "api"  # selected and with dependencies: both notes
+    assert "- [ ] **API** `api` — pending (selected; depends on core)\n" in render_plan(both)
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        ([], "pending"),
+        (["pending", "pending"], "pending"),
+        (["complete", "failed"], "failed"),
+        (["pending", "failed"], "failed"),
+        (["complete", "complete"], "complete"),
+        (["complete", "pending"], "in-progress"),
+        (["in-progress"], "in-progress"),
+    ],
+)
+def test_a_parents_state_from_its_tasks(states: list[str], expected: str) -> None:
+    assert aggregate(iter(states)) == expected
+
+
+@pytest.mark.parametrize(("name", "slug"), [("Token Issuer", "token-issuer"), (" a--b ", "a-b"), ("", "component")])
+def test_a_components_key(name: str, slug: str) -> None:
+    assert slugify(name) == slug
