@@ -717,3 +717,30 @@ def test_the_tools_are_the_ones_named_with_their_contracts(gate: Gate) -> None:
     assert [t.name for t in tools] == list(names)
     assert all(t.description for t in tools)
     assert tools[1].handler(ReadPlanArgs()).startswith("# Plan: auth")
+
+
+def test_merging_components_keeps_what_the_others_recorded(gate: Gate) -> None:
+    box = gate.box("planning")
+    box.record_components(
+        RecordComponentsArgs(
+            components=[
+                ComponentArg(name="Core", description="the core", status="partial", depends_on=["Lib"]),
+                ComponentArg(name="API"),
+            ]
+        )
+    )
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="CLI"), ComponentArg(name="api")]))
+    state = gate.journal.snapshot()
+    assert list(state.components) == ["core", "api", "cli"]  # known ones first, in their order, then the new
+    core = state.components["core"]
+    assert (core.name, core.description, core.status, core.depends_on) == ("Core", "the core", "partial", ["lib"])
+    assert state.components["api"].name == "api"
+
+
+def test_without_a_readable_spec_acceptance_items_are_not_checked_for_ids(gate: Gate, tmp_path: Path) -> None:
+    gate.plan("Sign tokens")
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    box = Toolbox(gate.journal, invocation_id="p", step=5, component="core", documents_root=empty)
+    box.record_tasks(RecordTasksArgs(tasks=[TaskArg(name="Check", acceptance=["checked by hand"])]))
+    assert gate.journal.snapshot().tasks["core/2"].acceptance == ["checked by hand"]
