@@ -773,3 +773,82 @@ def test_a_parents_state_from_its_tasks(states: list[str], expected: str) -> Non
 @pytest.mark.parametrize(("name", "slug"), [("Token Issuer", "token-issuer"), (" a--b ", "a-b"), ("", "component")])
 def test_a_components_key(name: str, slug: str) -> None:
     assert slugify(name) == slug
+
+
+# -- the queries the tools and the merge rely on ----------------------------------------------------------------
+
+
+def test_a_components_tasks_recorded_again_from_the_fold_change_nothing() -> None:
+    state = fold(
+        components("Core"),
+        ev.TasksRecorded(
+            component="Core",
+            tasks=(ev.TaskSpec(id="core/1", name="Sign", description="d", subtasks=("a", "b"), acceptance=("[X-1]",)),),
+        ),
+    )
+    before = state.copy()
+    specs = tuple(t.spec() for t in state.component_tasks("core"))
+    assert specs == (
+        ev.TaskSpec(id="core/1", name="Sign", description="d", subtasks=("a", "b"), acceptance=("[X-1]",)),
+    )
+    state.apply(ev.TasksRecorded(component="core", tasks=specs))
+    assert state == before
+
+
+def test_a_component_is_found_by_any_spelling_of_its_name() -> None:
+    state = fold(components("Token Issuer"))
+    found = state.component("token  ISSUER")
+    assert found is not None and found.slug == "token-issuer"
+    assert state.component("issuer") is None
+
+
+def test_a_fresh_component_gives_its_first_task_number_one() -> None:
+    state = fold(components("Core"))
+    assert state.next_task_id("core") == "core/1"
+
+
+def test_commits_owed_on_a_components_own_branch_are_apart_from_the_module_branchs() -> None:
+    state = fold(
+        module_branch(),
+        components("Core", "API"),
+        lane(),
+        tasks("Core", 1),
+        tasks("API", 1),
+        *done("core/1"),
+        *done("api/1"),
+    )
+    assert [t.id for t in state.owed_commits()] == ["api/1"]
+    assert [t.id for t in state.owed_commits(lane="core")] == ["core/1"]
+    assert state.owed_commits(lane="api") == [state.tasks["api/1"]]
+
+
+def test_drift_recorded_without_an_approval_is_no_pending_drift() -> None:
+    state = fold(components("Core"), ev.SpecDriftDetected(reentry_step=0, section_hashes={"a": "1"}))
+    assert state.baseline == {"a": "1"} and state.approval is None
+    assert state.pending_drift() is None
+
+
+def test_a_merge_names_every_open_task_and_every_component_built_in_place() -> None:
+    state = fold(module_branch(), components("Core"), lane(), tasks("Core", 1, 2, 3), *done("core/1"))
+    assert refused(state, merge(tip=LANE_BASE)) == "component core has tasks not complete: core/2, core/3"
+    state = ready_to_merge()
+    state.apply(components("Core", "API", "Docs"))
+    for name in ("API", "Docs"):
+        state.apply(tasks(name, 1))
+        state.apply(move(f"{slugify(name)}/1", "pending", "in-progress")[0])
+    assert refused(state, merge()) == ("api, docs is being built on the module branch itself: merge after it is done")
+
+
+def test_a_merge_at_a_stale_component_tip_names_the_branchs_last_commit() -> None:
+    state = ready_to_merge()
+    assert refused(state, merge(tip=STALE)) == "component core's branch is at 3333333333, not 9999999999"
+
+
+def test_a_component_done_on_the_module_branch_does_not_hold_up_a_merge() -> None:
+    state = ready_to_merge()
+    state.apply(components("Core", "API"))
+    state.apply(tasks("API", 1))
+    for event in (*done("api/1"), verdict("task", "api/1"), verdict("component", "api")):
+        state.apply(event)
+    assert state.component_done("api") and state.started_in_place() == []
+    assert state.check(merge()) is None
