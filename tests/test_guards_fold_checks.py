@@ -96,6 +96,7 @@ def test_a_component_depending_on_itself_is_refused() -> None:
         ((dep("A", "B"), dep("B", "A")), "a → b → a"),
         ((dep("A", "B"), dep("B", "C"), dep("C", "B")), "b → c → b"),  # reached from a, which is not in it
         ((dep("X", "Lib"), dep("A", "X", "B"), dep("B", "A")), "a → b → a"),  # after a finished dependency
+        ((dep("A", "Z", "B"), dep("Z"), dep("B", "A")), "a → b → a"),  # z, finished inside it, is not on it
     ],
 )
 def test_a_cycle_is_refused_and_shown_from_where_it_closes(specs: tuple[ev.ComponentSpec, ...], cycle: str) -> None:
@@ -852,3 +853,41 @@ def test_a_component_done_on_the_module_branch_does_not_hold_up_a_merge() -> Non
         state.apply(event)
     assert state.component_done("api") and state.started_in_place() == []
     assert state.check(merge()) is None
+
+
+def test_a_lane_never_merged_is_not_merged_even_at_an_empty_tip() -> None:
+    state = fold(components("Core"), ev.BranchEnsured(branch="lopen/auth--core", component="core", created=True))
+    assert state.lanes["core"].tip == "" and not state.merged("core")
+
+
+def test_a_replan_request_makes_a_complete_module_incomplete() -> None:
+    state = fold(components(dep("Core", status="done")), verdict("module", "auth"))
+    assert state.complete
+    state.apply(ev.ReplanRequested(step=3))
+    assert not state.complete and state.state == "in progress"
+
+
+def test_a_task_completed_without_a_tree_is_owed_no_commit() -> None:
+    state = fold(components("Core"), tasks("Core", 1), *move("core/1", "pending", "in-progress", "complete", tree=""))
+    assert state.owed_commits() == []
+
+
+def test_recording_tasks_again_keeps_their_commit_failures_and_reasons() -> None:
+    state = fold(
+        components("Core"),
+        tasks("Core", 1, 2),
+        *move("core/2", "pending", "in-progress", "failed"),
+        *done("core/1"),
+        ev.CommitRecorded(sha="c1", task_id="core/1"),
+    )
+    state.tasks["core/2"].reasons = ["why"]
+    state.apply(tasks("Core", 1, 2))
+    assert state.tasks["core/1"].commit == "c1"
+    assert (state.tasks["core/2"].failures, state.tasks["core/2"].reasons) == (1, ["why"])
+
+
+def test_the_module_branch_is_remembered_with_its_base() -> None:
+    state = fold(ev.BranchEnsured(branch="lopen/auth", base="b0", worktree="/w"))
+    assert (state.branch, state.branch_base, state.tip, state.worktree) == ("lopen/auth", "b0", "b0", "/w")
+    state.apply(ev.ScopeStarted(scope="task", target="core/1", base_commit="b0"))
+    assert state.scopes == {"task:core/1": "b0"}
