@@ -744,3 +744,14 @@ def test_without_a_readable_spec_acceptance_items_are_not_checked_for_ids(gate: 
     box = Toolbox(gate.journal, invocation_id="p", step=5, component="core", documents_root=empty)
     box.record_tasks(RecordTasksArgs(tasks=[TaskArg(name="Check", acceptance=["checked by hand"])]))
     assert gate.journal.snapshot().tasks["core/2"].acceptance == ["checked by hand"]
+
+
+def test_a_first_verification_that_fails_leaves_the_gate_closed(gate: Gate) -> None:
+    gate.plan("Sign tokens")
+    box = gate.box(component="core", task="core/1")
+    gate.verdicts = [Verdict(passed=False, confidence=0.5, summary="not yet")]
+    assert verify(box)["passed"] is False
+    assert box.passed == {}
+    gate.ran_tests(box)
+    with pytest.raises(ToolError, match="no passing verify_task_completion"):
+        status(box, "complete")
