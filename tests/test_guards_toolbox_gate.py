@@ -755,3 +755,14 @@ def test_a_first_verification_that_fails_leaves_the_gate_closed(gate: Gate) -> N
     gate.ran_tests(box)
     with pytest.raises(ToolError, match="no passing verify_task_completion"):
         status(box, "complete")
+
+
+def test_the_module_refusal_names_every_unfinished_component_and_the_invocation(gate: Gate) -> None:
+    box = gate.box("planning")
+    box.record_components(RecordComponentsArgs(components=[ComponentArg(name="Core"), ComponentArg(name="API")]))
+    module = gate.box("module")
+    with pytest.raises(ToolError) as refused:
+        module.verify_module(VerifyModuleArgs())
+    assert str(refused.value) == "refused: components not complete yet: core, api"
+    (recorded,) = gate.refusals()
+    assert (recorded.why, recorded.invocation_id) == ("components not complete yet: core, api", module.invocation_id)
