@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 from events import catalogue as ev
 from events.fold import ModuleState, TaskNode
+from events.folds.tokens import TokenTotals
 from events.projections import tokens as token_projection
 from events.projections.base import Table
-from events.projections.tokens import TokenTotals
 from events.recorded import Recorded
 from lopen.copilot import results as stream
 from lopen.text import plural
