@@ -43,6 +43,7 @@ from typing import Any, Literal
 import msgspec
 
 from events import catalogue as ev
+from events.folds.sessions import STATUS
 from events.folds.tokens import TokenTotals
 from events.recorded import Recorded
 from events.redaction import redact_text
@@ -83,7 +84,6 @@ class Span(msgspec.Struct, kw_only=True, gc=False):
         self.status_message = message
 
 
-_TERMINAL = {ev.SessionPaused: "paused", ev.SessionCompleted: "completed", ev.SessionFailed: "failed"}
 _NO_RUN = (ev.SessionPaused, ev.SessionCompleted, ev.SessionFailed, ev.SessionDeleted)  # never open a run
 _OPENS_RUN = frozenset({ev.SessionStarted, ev.SessionResumed})
 
@@ -224,7 +224,7 @@ class SpanBuilder:
 
     def _run_ended(self, trace: _Trace, seq: int, event: ev.Event) -> None:
         if trace.run is not None:  # e.g. `lopen revert` pausing a finished session: no run to end
-            self._close_run(trace, event.at, _TERMINAL[type(event)], event)
+            self._close_run(trace, event.at, STATUS[type(event)], event)  # the status it ends in
 
     def _close_run(self, trace: _Trace, at: float, outcome: str, event: ev.Event | None = None) -> None:
         for invocation_id in list(trace.invocations):
