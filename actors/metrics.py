@@ -1,17 +1,20 @@
 """The Metrics actor (L5): the module's token and premium-request totals, kept current from the bus.
 
-It starts from the token projection (every session of the module) and adds each `TokensUsed`
-event of its module's history as it is appended (one per model call), so the Guardrail's budget
-check before every invocation costs no store read.
+It starts from the token projection's module row (every session of the module) and adds each
+`TokensUsed` event of its module's history as it is appended (one per model call) to a copy of that
+row — the one token fold, ``events.folds.tokens.TokenTotals`` — so the Guardrail's budget check
+before every invocation costs no store read.
 """
 
 from __future__ import annotations
 
+import msgspec
 import pykka
 
 from actors.messages import Totals
 from events import catalogue as ev
 from events.bus import Subscription
+from events.folds.tokens import TokenTotals
 from events.recorded import Recorded, module_stream
 from events.store import EventStore
 
@@ -23,6 +26,7 @@ class MetricsActor(pykka.ThreadingActor):
         self.project = project
         self.module = module
         self.stream = module_stream(project, module)
+        self.spent = TokenTotals()
         self.totals = Totals()
         self.subscription: Subscription | None = None
 
@@ -31,7 +35,8 @@ class MetricsActor(pykka.ThreadingActor):
         projections.catch_up()
         position = projections.position("tokens")  # the row holds exactly the events up to here
         row = projections.tokens.module(self.module, self.project)
-        self.totals = Totals(tokens=row.input + row.output, premium=row.premium) if row else Totals()
+        self.spent = msgspec.structs.replace(row) if row else TokenTotals()
+        self.totals = _totals(self.spent)
         me = self.actor_ref.proxy()
         stream = self.stream
         self.subscription = self.store.subscribe(
@@ -46,9 +51,12 @@ class MetricsActor(pykka.ThreadingActor):
     def observe(self, recorded: Recorded) -> None:
         event = recorded.event
         if isinstance(event, ev.TokensUsed):
-            self.totals = Totals(
-                tokens=self.totals.tokens + event.input + event.output, premium=self.totals.premium + event.premium
-            )
+            self.spent.add(event)
+            self.totals = _totals(self.spent)
 
     def module_totals(self) -> Totals:
         return self.totals
+
+
+def _totals(spent: TokenTotals) -> Totals:
+    return Totals(tokens=spent.total, premium=spent.premium)

@@ -2,6 +2,8 @@
 
 Rows are keyed ``<project>/<session id>``. ``first_seq``/``last_seq`` are the session's
 span in the store (every event of the session is inside it), so ``lopen replay`` reads only that span.
+A row's ``status`` is the session-status fold's (``events.folds.sessions.status_after``); deletion is
+kept apart, as ``deleted``, so a deleted session still shows how it ended.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import msgspec
 
 from events import catalogue as ev
-from events.projections.base import Handler, Projection, Table
+from events.folds.sessions import ENDED, status_after
+from events.projections.base import Projection, Table
 
 
 class SessionView(msgspec.Struct, kw_only=True):
@@ -64,15 +67,12 @@ def _started(t: Sessions, seq: int, e: ev.SessionStarted) -> None:
         row.protection, row.worktree = e.protection, e.worktree
 
 
-def _status(status: str) -> Handler:
-    def handle(t: Sessions, seq: int, e: ev.Event) -> None:
-        if row := _row(t, seq, e):
-            row.status = status
-            row.reason = getattr(e, "reason", "")
-            row.error_kind = getattr(e, "error_kind", "")
-            row.ended_at = e.at if status in ("completed", "failed") else 0.0
-
-    return handle
+def _status(t: Sessions, seq: int, e: ev.Event) -> None:
+    if row := _row(t, seq, e):
+        row.status = status_after(row.status, e)
+        row.reason = getattr(e, "reason", "")
+        row.error_kind = getattr(e, "error_kind", "")
+        row.ended_at = e.at if row.status in ENDED else 0.0
 
 
 def _deleted(t: Sessions, seq: int, e: ev.SessionDeleted) -> None:
@@ -104,10 +104,10 @@ PROJECTION = Projection(
     handlers={
         **dict.fromkeys(ev.EVENT_TYPES.values(), _touch),  # every event of a session extends its span
         ev.SessionStarted: _started,
-        ev.SessionPaused: _status("paused"),
-        ev.SessionResumed: _status("running"),
-        ev.SessionCompleted: _status("completed"),
-        ev.SessionFailed: _status("failed"),
+        ev.SessionPaused: _status,
+        ev.SessionResumed: _status,
+        ev.SessionCompleted: _status,
+        ev.SessionFailed: _status,
         ev.SessionDeleted: _deleted,
         ev.StepEntered: _step,
         ev.ComponentSelected: _component,

@@ -1,33 +1,18 @@
 """Token totals (L5): per invocation, per session and per module, from the per-call ``TokensUsed``.
 
 Row keys: ``invocation:<project>/<id>``, ``session:<project>/<id>``, ``module:<project>/<name>``.
+Each row is the one token fold (``events.folds.tokens.TokenTotals``): a call is added with ``add``.
 ``invocations`` counts the workflow's invocations (``InvocationStarted`` of every kind but the
 oracle's, which ``oracle_invocations`` counts); the context window is the latest measurement.
 """
 
 from __future__ import annotations
 
-import msgspec
-
 from events import catalogue as ev
+from events.folds.tokens import TokenTotals
 from events.projections.base import Projection, Table
 
-
-class TokenTotals(msgspec.Struct, kw_only=True):
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    premium: float = 0.0  # premium requests
-    invocations: int = 0
-    oracle_invocations: int = 0
-    calls: int = 0  # model calls (one TokensUsed each)
-    context_used: int = 0
-    context_limit: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.input + self.output
+__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens"]
 
 
 Tokens = Table[TokenTotals]
@@ -63,14 +48,8 @@ def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
 
 
 def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
-    tokens_in, tokens_out, cache_read, cache_write, premium = e.input, e.output, e.cache_read, e.cache_write, e.premium
     for row in _rows(t, e, e.invocation_id):
-        row.input += tokens_in
-        row.output += tokens_out
-        row.cache_read += cache_read
-        row.cache_write += cache_write
-        row.premium += premium
-        row.calls += 1
+        row.add(e)
 
 
 def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:

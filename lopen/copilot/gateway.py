@@ -524,7 +524,7 @@ class _SessionRun:
         model = data.model or self.model
         first = not self.agent and not self.charged
         self.charged = self.charged or first
-        self.usage.add(model, *values)
+        self.usage.record(model, *values)
         call_id = data.api_call_id or data.provider_call_id or self.event_id
         self.emit(UsageReported(model, *values, call_id=call_id or "", agent_id=self.agent, first_of_attempt=first))
         if self.cap.tokens(values[0], values[1]):

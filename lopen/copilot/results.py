@@ -6,6 +6,8 @@ from enum import StrEnum
 
 import msgspec
 
+from events.folds.tokens import TokenTotals
+
 
 class ErrorKind(StrEnum):
     AUTH = "auth"
@@ -38,34 +40,22 @@ class ToolCallRecord(msgspec.Struct, frozen=True):
     agent_id: str = ""
 
 
-class ModelUsage(msgspec.Struct):
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    calls: int = 0
+ModelUsage = TokenTotals  # one model's calls in a session: the one token fold
 
 
-class Usage(msgspec.Struct):
-    """Token usage summed from the SDK's usage events, in total and per model."""
+class Usage(TokenTotals, kw_only=True):
+    """Token usage summed from the SDK's usage events (the gateway's tally), in total and per model:
+    both through the one token fold (``events.folds.tokens.TokenTotals.count``)."""
 
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    per_model: dict[str, ModelUsage] = msgspec.field(default_factory=dict)
+    per_model: dict[str, TokenTotals] = msgspec.field(default_factory=dict)
 
-    def add(self, model: str, input: int, output: int, cache_read: int, cache_write: int) -> None:
-        self.input += input
-        self.output += output
-        self.cache_read += cache_read
-        self.cache_write += cache_write
-        bucket = self.per_model.setdefault(model, ModelUsage())
-        bucket.input += input
-        bucket.output += output
-        bucket.cache_read += cache_read
-        bucket.cache_write += cache_write
-        bucket.calls += 1
+    def record(self, model: str, input: int, output: int, cache_read: int, cache_write: int) -> None:
+        """One model call's usage, as the SDK reports it."""
+        self.count(input, output, cache_read, cache_write)
+        bucket = self.per_model.get(model)
+        if bucket is None:
+            bucket = self.per_model[model] = TokenTotals()
+        bucket.count(input, output, cache_read, cache_write)
 
 
 class ContextWindow(msgspec.Struct, frozen=True):

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import msgspec
 
 from events import catalogue as ev
+from events.folds.tokens import TokenTotals
 from events.recorded import Recorded
 from lopen.telemetry.spans import PROVIDER
 
@@ -114,7 +115,8 @@ class _Session:
         self.sums: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = {}
         self.histograms: dict[tuple[str, tuple[tuple[str, Any], ...]], _Histogram] = {}
         self.invocations: dict[str, tuple[str, str]] = {}  # invocation id → (kind, model)
-        self.tokens, self.premium = baseline
+        self.tokens = baseline[0]  # what the module had spent before the session
+        self.spent = TokenTotals(premium=baseline[1])  # … plus the session's calls (the one token fold)
 
 
 class MetricsFold:
@@ -191,8 +193,8 @@ class MetricsFold:
                     )
                 )
             for kind, used, budget in (
-                ("tokens", session.tokens, self.budget[0]),
-                ("premium_requests", session.premium, self.budget[1]),
+                ("tokens", session.tokens + session.spent.total, self.budget[0]),
+                ("premium_requests", session.spent.premium, self.budget[1]),
             ):
                 if budget:
                     attributes = {**session.base, "lopen.budget.kind": kind}
@@ -248,8 +250,7 @@ def _tokens(session: _Session, event: ev.TokensUsed) -> None:
     )
     if event.premium:
         _add(session, "lopen.premium_requests", event.premium, **{"gen_ai.request.model": event.model})
-    session.tokens += event.input + event.output
-    session.premium += event.premium
+    session.spent.add(event)
 
 
 def _task(session: _Session, event: ev.TaskStatusChanged) -> None:
@@ -300,13 +301,12 @@ def module_usage_before(read_stream: Callable[..., Iterable[Recorded]]) -> Calla
     """
 
     def before(first: Recorded) -> Usage:
-        tokens, premium = 0, 0.0
+        spent = TokenTotals()
         if first.version > 1:
             for rec in read_stream(first.stream_id, 0, first.version - 1):
                 event = rec.event
                 if type(event) is ev.TokensUsed:
-                    tokens += event.input + event.output
-                    premium += event.premium
-        return tokens, premium
+                    spent.add(event)
+        return spent.total, spent.premium
 
     return before

@@ -43,6 +43,8 @@ from typing import Any, Literal
 import msgspec
 
 from events import catalogue as ev
+from events.folds.sessions import STATUS
+from events.folds.tokens import TokenTotals
 from events.recorded import Recorded
 from events.redaction import redact_text
 from lopen.telemetry.ids import span_id, trace_id
@@ -82,18 +84,14 @@ class Span(msgspec.Struct, kw_only=True, gc=False):
         self.status_message = message
 
 
-_TERMINAL = {ev.SessionPaused: "paused", ev.SessionCompleted: "completed", ev.SessionFailed: "failed"}
 _NO_RUN = (ev.SessionPaused, ev.SessionCompleted, ev.SessionFailed, ev.SessionDeleted)  # never open a run
 _OPENS_RUN = frozenset({ev.SessionStarted, ev.SessionResumed})
 
 
-class _Usage:
-    __slots__ = ("cache_read", "cache_write", "calls", "input", "model", "output", "premium")
+class _Usage(TokenTotals, kw_only=True):
+    """An invocation's usage (the one token fold) and the model that answered last."""
 
-    def __init__(self) -> None:
-        self.input = self.output = self.cache_read = self.cache_write = self.calls = 0
-        self.premium = 0.0
-        self.model = ""
+    model: str = ""
 
 
 class _Trace:
@@ -226,7 +224,7 @@ class SpanBuilder:
 
     def _run_ended(self, trace: _Trace, seq: int, event: ev.Event) -> None:
         if trace.run is not None:  # e.g. `lopen revert` pausing a finished session: no run to end
-            self._close_run(trace, event.at, _TERMINAL[type(event)], event)
+            self._close_run(trace, event.at, STATUS[type(event)], event)  # the status it ends in
 
     def _close_run(self, trace: _Trace, at: float, outcome: str, event: ev.Event | None = None) -> None:
         for invocation_id in list(trace.invocations):
@@ -369,12 +367,7 @@ class SpanBuilder:
     def _tokens(self, trace: _Trace, seq: int, event: ev.TokensUsed) -> None:
         usage = trace.usage.get(event.invocation_id)
         if usage is not None:
-            usage.input += event.input
-            usage.output += event.output
-            usage.cache_read += event.cache_read
-            usage.cache_write += event.cache_write
-            usage.premium += event.premium
-            usage.calls += 1
+            usage.add(event)
             usage.model = event.model or usage.model
 
     def _context(self, trace: _Trace, seq: int, event: ev.ContextWindowMeasured) -> None:

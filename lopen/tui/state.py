@@ -32,9 +32,10 @@ from typing import Any, Literal
 
 from events import catalogue as ev
 from events.fold import ModuleState, TaskNode
+from events.folds.sessions import LIFECYCLE
+from events.folds.tokens import TokenTotals
 from events.projections import tokens as token_projection
 from events.projections.base import Table
-from events.projections.tokens import TokenTotals
 from events.recorded import Recorded
 from lopen.copilot import results as stream
 from lopen.text import plural
@@ -45,6 +46,9 @@ ACTIVITY_LIMIT = 1000
 ARGS_WIDTH = 60
 
 PHASES = {1: "Requirements", 2: "Planning", 3: "Planning", 4: "Planning", 5: "Planning", 6: "Building", 7: "Building"}
+
+RUN_STATE = {"running": "running", "paused": "paused", "completed": "complete", "failed": "failed"}
+"""A session's status (``events.folds.sessions``) as the top bar's run state names it."""
 
 EntryKind = Literal["narrative", "tool", "verdict", "error", "notice", "user"]
 
@@ -129,7 +133,7 @@ class ScreenState:
         self.context_limit = 0
         self.protection = ""
         self.status_line = ""  # what the run said last (``say``), or the outcome
-        self.run_state = "idle"  # idle | running | stopping | paused | complete | failed | stopped
+        self.run_state = "idle"  # idle | running | stopping | paused | complete | failed | stopped (RUN_STATE)
         self.changed: set[str] = set()  # "top", "activity", "context": what needs drawing
 
     # -- reading -------------------------------------------------------------------------------
@@ -199,21 +203,13 @@ class ScreenState:
             self.changed.add("activity")
 
     def _session_event(self, event: ev.Event) -> None:
+        if type(event) in LIFECYCLE:  # the session-status fold decides; the top bar names it its way
+            self.run_state = RUN_STATE.get(self.session_status, self.run_state)
         match event:
             case ev.SessionStarted():
                 self.models = {**self.models, **event.models}
                 self.protection = event.protection or self.protection
-                self.run_state = "running"
-            case ev.SessionResumed():
-                self.run_state = "running"
-            case ev.SessionPaused():
-                self.run_state = "paused"
-                self.invocation = None
-            case ev.SessionCompleted():
-                self.run_state = "complete"
-                self.invocation = None
-            case ev.SessionFailed():
-                self.run_state = "failed"
+            case ev.SessionPaused() | ev.SessionCompleted() | ev.SessionFailed():
                 self.invocation = None
             case ev.StepEntered():
                 self.step, self.phase = event.step, event.phase

@@ -1,0 +1,140 @@
+"""The folds of ``events.folds``: one token fold, one session-status fold, and the per-concern rules
+of ``ModuleState`` composed by one dispatcher (each event's check beside its effect).
+
+Pure: no store. ``tests/test_fold.py`` tests ``ModuleState`` itself; ``tests/test_fold_property.py``
+that the projections fold the same."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from events import catalogue as ev
+from events.fold import DISPATCH, FOLDED, ModuleState
+from events.folds import approval, claims, git, invocations, messages, plan, scopes, sessions
+from events.folds.rules import Rule, compose
+from events.folds.sessions import STATUS, SessionNode, status_after
+from events.folds.tokens import TokenTotals
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCERNS = (sessions, approval, plan, scopes, git, claims, invocations, messages)
+TOKEN_FIELDS = {"input", "output", "cache_read", "cache_write", "premium"}
+
+# -- tokens ----------------------------------------------------------------------------------------
+
+
+def test_token_totals_add_every_field_of_a_call() -> None:
+    totals = TokenTotals()
+    totals.add(ev.TokensUsed(input=1000, output=100, cache_read=10, cache_write=5, premium=1.0))
+    totals.add(ev.TokensUsed(input=200, output=20, premium=0.33))
+    assert (totals.input, totals.output, totals.cache_read, totals.cache_write) == (1200, 120, 10, 5)
+    assert (totals.total, totals.premium, totals.calls) == (1320, 1.0 + 0.33, 2)
+
+
+def test_the_gateways_tally_is_the_token_fold_per_model_too() -> None:
+    from lopen.copilot.results import Usage
+
+    usage = Usage()
+    usage.record("a", 10, 1, 2, 3)
+    usage.record("b", 5, 1, 0, 0)
+    usage.record("a", 1, 1, 0, 0)
+    assert (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.calls) == (16, 3, 2, 3, 3)
+    assert (usage.per_model["a"].input, usage.per_model["a"].calls, usage.per_model["b"].total) == (11, 2, 6)
+
+
+def _sums_of_token_fields(path: Path) -> list[int]:
+    """Lines where ``path`` adds to a token field (``x.input += …``, ``… += e.premium``) or adds two."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            named = [n for n in (node.target, node.value) if isinstance(n, ast.Attribute) and n.attr in TOKEN_FIELDS]
+            if named:
+                found.append(node.lineno)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            sides = (node.left, node.right)
+            if all(isinstance(n, ast.Attribute) and n.attr in TOKEN_FIELDS for n in sides):
+                found.append(node.lineno)
+    return found
+
+
+def test_one_place_sums_token_fields() -> None:
+    where = {
+        str(path.relative_to(ROOT)): lines
+        for package in ("events", "lopen", "actors")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (lines := _sums_of_token_fields(path))
+    }
+    assert list(where) == ["events/folds/tokens.py"], where
+
+
+# -- session status --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "kind", "after"),
+    [
+        ("running", ev.SessionPaused, "paused"),
+        ("paused", ev.SessionResumed, "running"),
+        ("running", ev.SessionCompleted, "completed"),
+        ("completed", ev.SessionResumed, "running"),
+        ("running", ev.SessionFailed, "failed"),
+        ("failed", ev.SessionDeleted, "deleted"),
+        ("deleted", ev.SessionResumed, "deleted"),  # a deleted session stays deleted
+        ("deleted", ev.SessionDeleted, "deleted"),
+        ("paused", ev.PauseRequested, "paused"),  # not a lifecycle event: unchanged
+    ],
+)
+def test_status_after(before: str, kind: type, after: str) -> None:
+    assert status_after(before, kind()) == after
+
+
+def test_a_session_node_moves_by_the_same_rule() -> None:
+    node = SessionNode()
+    for kind in (ev.SessionPaused, ev.SessionResumed, ev.SessionCompleted, ev.SessionDeleted, ev.SessionResumed):
+        node.apply(kind())
+    assert node.status == "deleted"
+    assert set(STATUS) == set(sessions.LIFECYCLE)
+
+
+# -- the dispatcher --------------------------------------------------------------------------------
+
+
+def test_every_concern_speaks_of_recorded_event_types_only() -> None:
+    known = set(ev.EVENT_TYPES.values())
+    for concern in CONCERNS:
+        assert set(concern.RULES) <= known, concern.__name__
+        assert all(isinstance(rule, Rule) for rule in concern.RULES.values())
+
+
+def test_the_dispatcher_holds_every_concerns_rules_in_order() -> None:
+    folded = set().union(*(concern.RULES for concern in CONCERNS))
+    assert FOLDED == folded == DISPATCH.folded
+    # an event several concerns care about has one effect per concern, in the concerns' order
+    effects = [effect for effect, _ in DISPATCH.effects[ev.TaskReopened]]
+    assert effects == [plan.RULES[ev.TaskReopened].effect, scopes.RULES[ev.TaskReopened].effect]
+    # and, today, at most one check: what makes an event a contradiction is in one place
+    assert all(len(checks) == 1 for checks in DISPATCH.checks.values())
+
+
+def test_compose_keeps_every_check_and_effect_in_order() -> None:
+    def passes(s: ModuleState, e: ev.Event) -> None:
+        return None
+
+    def refuses(s: ModuleState, e: ev.Event) -> str:
+        return "no"
+
+    def effect(s: ModuleState, e: ev.Event, seq: int) -> None:
+        return None
+
+    dispatch = compose({ev.Reverted: Rule(passes)}, {ev.Reverted: Rule(refuses, effect, stamped=True)})
+    assert dispatch.checks[ev.Reverted] == (passes, refuses) and dispatch.effects[ev.Reverted] == ((effect, True),)
+
+
+def test_an_approval_is_stamped_with_its_seq() -> None:
+    state = ModuleState(module="auth")
+    state.apply(ev.SpecApproved(spec_hash="h", section_hashes={"a": "1"}), seq=7)
+    state.apply(ev.SpecApproved(spec_hash="h2", section_hashes={"a": "2"}), seq=9)
+    assert state.approval is not None and state.approval.seq == 9 and state.approval_seqs == [7, 9]
+    assert state.baseline == {"a": "2"}  # not planned yet: the latest approval is the baseline
