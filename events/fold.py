@@ -47,7 +47,6 @@ from events.folds.scopes import (
     VerdictNode,
     evidence_key,
     scope_key,
-    task_scope,
 )
 from events.folds.sessions import LIVE, SessionNode
 
@@ -73,7 +72,6 @@ __all__ = [
     "render_plan",
     "scope_key",
     "slugify",
-    "task_scope",
 ]
 
 DISPATCH = compose(

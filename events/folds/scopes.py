@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from events import catalogue as ev
-from events.catalogue import Scope
 from events.folds.plan import slugify
 from events.folds.rules import Rule
 
@@ -29,10 +28,6 @@ def scope_key(scope: str, target: str) -> str:
 
 def evidence_key(tree: str, command: str) -> str:
     return f"{tree} {command}"
-
-
-def task_scope(scope: Scope) -> bool:
-    return scope == "task"
 
 
 class VerdictNode(msgspec.Struct, kw_only=True):
