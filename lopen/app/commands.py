@@ -38,6 +38,7 @@ from lopen.app import queries
 from lopen.errors import LopenError
 
 if TYPE_CHECKING:
+    from events.journal import Journal
     from events.store import EventStore
     from lopen.app.context import Project
     from lopen.config import Settings
@@ -55,17 +56,21 @@ def new_message_id() -> str:
     return f"m-{uuid.uuid4().hex[:12]}"
 
 
-def _record(store: EventStore, project_id: str, module: str, *events: ev.Event) -> None:
-    """Append ``events`` to the module's history through its journal (checked, one batch)."""
+def _journal(store: EventStore, project_id: str, module: str) -> Journal:
+    """The module's journal: its history folded (the one fold), ready to record more."""
     from events.journal import Journal
 
-    Journal(store, project_id, module).record(*events)
+    return Journal(store, project_id, queries.valid_module(module))
+
+
+def _record(store: EventStore, project_id: str, module: str, *events: ev.Event) -> None:
+    """Append ``events`` to the module's history through its journal (checked, one batch)."""
+    _journal(store, project_id, module).record(*events)
 
 
 def control(project: Project, module: str, actor: str, action: str, detail: str = "", session: str = "") -> None:
     """Record that ``actor`` asked for ``action`` (e.g. ``model``: a model from the next invocation on)."""
     with project.store() as (store, project_id):
-        queries.state_in(store, module)
         _record(
             store,
             project_id,
@@ -87,7 +92,8 @@ class PauseRequested(msgspec.Struct, frozen=True):
 def pause(project: Project, module: str, actor: str, reason: str = "") -> PauseRequested:
     """Ask the module's running session to pause before its next invocation."""
     with project.store() as (store, project_id):
-        state = queries.state_in(store, module)
+        journal = _journal(store, project_id, module)
+        state = journal.snapshot()
         session = state.unfinished_session()
         if session is None or state.sessions[session].status != "running":
             raise LopenError(
@@ -96,10 +102,7 @@ def pause(project: Project, module: str, actor: str, reason: str = "") -> PauseR
                 "start one with start_run (`lopen run`), or resume a paused one with resume_run",
             )
         why = reason or f"pause requested by {actor}"
-        _record(
-            store,
-            project_id,
-            module,
+        journal.record(
             ev.PauseRequested(requested_by=actor, reason=why, session_id=session),
             ev.ControlRequested(action="pause", caller=actor, detail=why, session_id=session),
         )
@@ -118,18 +121,16 @@ def queue_message(project: Project, module: str, text: str, actor: str) -> Messa
         raise LopenError("the message is empty", "there would be nothing to deliver", "give the message's text")
     message_id = new_message_id()
     with project.store() as (store, project_id):
-        state = queries.state_in(store, module)
-        if store.projections.plan.get(module) is None and not queries.has_spec(project, module):
+        journal = _journal(store, project_id, module)
+        state = journal.snapshot()
+        if not journal.version and not queries.has_spec(project, module):
             raise LopenError(
                 f"there is no module {module}",
                 f"it has neither a specification (docs/requirements/{module}/SPECIFICATION.md) nor a history",
                 "list the modules with `lopen modules` (MCP: list_modules)",
             )
         session = state.unfinished_session() or ""
-        _record(
-            store,
-            project_id,
-            module,
+        journal.record(
             ev.ControlRequested(action="queue-message", caller=actor, detail=message_id, session_id=session),
             ev.UserMessageQueued(message_id=message_id, text=text, session_id=session),
         )

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Project:
-    """A project at ``root``, with ``env`` as its environment (None: this process's).
+    """A project at ``root``, with ``env`` as its environment (None: this process's) and
+    ``configured`` its settings when the face already read them.
 
     ``opened`` is a store some caller holds open (and its project id): the use cases work on it and
     leave it open. Otherwise each ``store()`` opens the project's store and closes it after."""
@@ -30,7 +31,7 @@ class Project:
     root: Path
     env: Mapping[str, str] | None = None
     opened: tuple[EventStore, str] | None = None
-    _settings: Settings | None = field(default=None, repr=False)
+    configured: Settings | None = field(default=None, repr=False)
 
     @classmethod
     def here(cls) -> Project:
@@ -46,11 +47,11 @@ class Project:
 
     def settings(self) -> Settings:
         """The project's settings (read once)."""
-        if self._settings is None:
+        if self.configured is None:
             from lopen.config import load_settings
 
-            self._settings = load_settings(self.root, env=self.env)
-        return self._settings
+            self.configured = load_settings(self.root, env=self.env)
+        return self.configured
 
     def has_store(self) -> bool:
         """Whether anything was ever recorded here (a store URL, or the SQLite file): a plain listing
@@ -58,6 +59,13 @@ class Project:
         if self.opened is not None:
             return True
         return bool(self.settings().store.url) or (self.root / ".lopen" / "store.sqlite").exists()
+
+    def open(self) -> tuple[EventStore, str]:
+        """The project's store and id, for a caller that keeps it open (and closes it)."""
+        from lopen.project import open_store
+
+        settings = self.settings()
+        return open_store(self.root, settings.store.url, settings.project.id)
 
     @contextlib.contextmanager
     def store(self) -> Iterator[tuple[EventStore, str]]:
@@ -67,10 +75,7 @@ class Project:
             store.projections.catch_up()
             yield store, project
             return
-        from lopen.project import open_store
-
-        settings = self.settings()
-        store, project = open_store(self.root, settings.store.url, settings.project.id)
+        store, project = self.open()
         with store:
             store.projections.catch_up()
             yield store, project

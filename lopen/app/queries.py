@@ -173,7 +173,7 @@ def module_of_session(session_id: str) -> str:
     except ValueError as exc:
         raise LopenError(
             f"{session_id!r} is not a session id",
-            f"{exc}; session ids look like <module>-YYYYMMDD-<n>",
+            f"{exc} (session ids look like <module>-YYYYMMDD-<n>)",
             "see `lopen session list`",
         ) from None
 
