@@ -302,15 +302,19 @@ def settings_for_run(
 def start_run(
     project: Project,
     module: str,
-    settings: Settings,
     *,
     prompt: str | None = None,
     replan: bool = False,
     headless: bool = False,
+    model: str | None = None,
+    max_iterations: int | None = None,
+    unattended: bool = False,
+    parallel: int | None = None,
 ) -> Start:
-    """Decide what running ``module`` means (see the module docstring) and make it ready: the name
-    valid, the repository ready for commits, the pre-flight passed (credentials, models) unless the
-    module is already complete, ``.lopen/`` in place."""
+    """Decide what running ``module`` means (see the module docstring) and make it ready, in this
+    order: the name valid, the repository ready for commits, the settings with the run's flags over
+    them, the pre-flight passed (credentials, models) unless the module is already complete,
+    ``.lopen/`` in place."""
     from lopen.auth import preflight
     from lopen.git import require_ready
     from lopen.project import ensure_lopen_dir
@@ -319,6 +323,7 @@ def start_run(
     root = project.root
     queries.valid_module(module)
     require_ready(root)
+    settings = settings_for_run(root, model, max_iterations, unattended, parallel)
     drafting = not queries.has_spec(project, module)
     tui = use_tui(headless=headless, setting=settings.display.tui)
     base = {"module": module, "root": root, "settings": settings, "tui": tui}
@@ -344,17 +349,18 @@ def start_run(
     return Start(kind="draft" if drafting else "run", warnings=warnings, **base)
 
 
-def start_worker(project: Project, module: str, settings: Settings) -> list[str]:
-    """Make ``lopen worker <module>`` ready (as :func:`start_run` does); returns the pre-flight's warnings."""
+def start_worker(project: Project, module: str, parallel: int | None = None) -> Start:
+    """Make ``lopen worker <module>`` ready as :func:`start_run` does (unattended: a worker never asks)."""
     from lopen.auth import preflight
     from lopen.git import require_ready
     from lopen.project import ensure_lopen_dir
 
     queries.valid_module(module)
     require_ready(project.root)
+    settings = settings_for_run(project.root, None, None, True, parallel)
     warnings = preflight(settings, drafting=False)
     ensure_lopen_dir(project.root)
-    return warnings
+    return Start(kind="run", module=module, root=project.root, settings=settings, tui=False, warnings=warnings)
 
 
 def refuse_existing_spec(project: Project, module: str) -> None:

@@ -28,7 +28,7 @@ TRACE_TIMEOUT = 5.0  # seconds per export request (retries included): nobody's r
 
 def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path | None = FILE) -> None:
     """Export a session's spans and metrics (OpenTelemetry, OTLP) from the event store."""
-    from events.recorded import parse_session_id
+    from lopen.app.queries import module_of_session
     from lopen.cli.output import Console
     from lopen.cli.sessions import _store
     from lopen.config import load_settings
@@ -36,10 +36,7 @@ def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path
     from lopen.project import find_root
     from lopen.telemetry.settings import capture_content, resolve, service_name
 
-    try:
-        parse_session_id(session_id)
-    except ValueError as exc:
-        raise LopenError(str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`") from None
+    module_of_session(session_id)  # a malformed id is refused before the store is opened
     if endpoint and file:
         raise LopenError(
             "--endpoint and --file both given", "a trace goes to one place", "keep one of them (or run twice)"
