@@ -56,3 +56,9 @@ def use_tui(
         return False
     streams = (stdin or sys.stdin, stdout or sys.stdout)
     return all(bool(getattr(s, "isatty", lambda: False)()) for s in streams)
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``plural(1, "task")`` → ``"1 task"``; ``plural(3, "task")`` → ``"3 tasks"``;
+    ``plural(2, "criterion", "criteria")`` → ``"2 criteria"``. Thousands are separated: ``"12,000 events"``."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"

@@ -12,6 +12,7 @@ with what, why and how to fix it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -299,26 +300,87 @@ def tokens(project: Project, module: str = "", session_id: str = "") -> dict[str
 # -- specifications -------------------------------------------------------------------------------------
 
 
-def spec_check(project: Project, module: str) -> dict[str, Any]:
-    """A module's specification checked against the pattern Lopen needs (``lopen spec check``)."""
-    from lopen.documents import DocumentError, acceptance_criteria, check_spec, load_spec
+class SpecReport(msgspec.Struct, frozen=True, kw_only=True):
+    """A specification checked against the pattern Lopen needs (``lopen spec check``, ``check_spec``)."""
+
+    path: str  # relative to the project
+    ok: bool
+    summary: str
+    criteria: int  # acceptance criteria
+    criteria_with_ids: int
+    criteria_checked: int
+    hooks: list[tuple[str, str]]  # (name, command) of the Skills & Hooks entries
+    gaps: list[Any]  # lopen.documents.Gap: part, expected, severity…; ``render()`` is its line
+
+    def as_json(self) -> dict[str, Any]:
+        """The MCP tool's result."""
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "summary": self.summary,
+            "acceptance_criteria": self.criteria,
+            "gaps": [msgspec.to_builtins(g) for g in self.gaps],
+        }
+
+
+def spec_check(project: Project, module: str) -> SpecReport:
+    """A module's specification checked against the pattern Lopen needs."""
+    from lopen.documents import DocumentError, SectionCache, acceptance_criteria, check_spec, load_spec
+    from lopen.documents import skills_and_hooks as hooks_of
 
     try:
-        path, doc = load_spec(project.root, module)
+        path, doc = load_spec(project.root, module, SectionCache(project.root))
     except DocumentError as exc:
         raise LopenError(
             f"cannot check the specification of {module!r}",
             str(exc),
-            f"write docs/requirements/{module}/SPECIFICATION.md (see docs/specifications.md)",
+            f"write docs/requirements/{module}/SPECIFICATION.md (see docs/specifications.md), "
+            "or run `lopen modules` to list the modules",
         ) from None
     result = check_spec(doc, module)
-    return {
-        "path": path.relative_to(project.root).as_posix(),
-        "ok": result.ok,
-        "summary": result.summary(),
-        "acceptance_criteria": len(acceptance_criteria(doc)),
-        "gaps": [msgspec.to_builtins(g) for g in result.gaps],
-    }
+    criteria = acceptance_criteria(doc)
+    return SpecReport(
+        path=path.relative_to(project.root).as_posix(),
+        ok=result.ok,
+        summary=result.summary(),
+        criteria=len(criteria),
+        criteria_with_ids=sum(1 for c in criteria if c.id),
+        criteria_checked=sum(1 for c in criteria if c.checked),
+        hooks=[(h.name, h.command) for h in hooks_of(doc)],
+        gaps=list(result.gaps),
+    )
+
+
+def draft_gaps(text: str, module: str) -> list[Any]:
+    """The spec check's gaps of a draft's text (step 1's conversation shows them as it goes)."""
+    from lopen.documents import check_spec, parse_document
+
+    return list(check_spec(parse_document(text), module).gaps) if text.strip() else []
+
+
+def research(root: Path, module: str) -> list[tuple[str, str]]:
+    """(slug, title) of the module's research documents, by slug (none when the folder is unreadable)."""
+    from lopen.documents import list_research
+
+    try:
+        return [(d.slug, d.title or d.slug) for d in list_research(root, module)]
+    except OSError:
+        return []
+
+
+def document(root: Path, module: str, kind: str, ref: str = "") -> str:
+    """The markdown of one of a module's documents: ``spec`` (the specification), ``section`` (its
+    section ``ref``) or ``research`` (the research on topic ``ref``). ``LopenError`` when it cannot be
+    read here."""
+    from lopen.documents import DocumentError, load_spec, read_research
+
+    try:
+        if kind == "research":
+            return read_research(root, module, ref)
+        _, doc = load_spec(root, module)
+        return doc.source if kind == "spec" else doc.text(doc.find(ref, "the specification"))
+    except (DocumentError, OSError) as exc:
+        raise LopenError(f"cannot read the {kind} of {module}", str(exc), "check the project's files") from None
 
 
 def has_spec(project: Project, module: str) -> bool:

@@ -311,7 +311,7 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
     if as_json:
         typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
         return
-    from lopen.text import plural
+    from lopen.term import plural
 
     for problem in result["problems"]:
         typer.echo(f"skipped: {problem}")
@@ -429,7 +429,7 @@ def prune(
     """Delete all but the newest completed sessions of each module (session.retention, default 10)."""
     from lopen.app import commands
     from lopen.app.context import Project
-    from lopen.text import plural
+    from lopen.term import plural
 
     pruned, retention = commands.prune_sessions(Project.here(), commands.cli_actor(), keep)
     for session_id in pruned:

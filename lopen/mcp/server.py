@@ -111,7 +111,7 @@ class Operations:
     def spec_check(self, module: str) -> dict[str, Any]:
         from lopen.app import queries
 
-        return queries.spec_check(self.project, module)
+        return queries.spec_check(self.project, module).as_json()
 
     # -- steering ---------------------------------------------------------------------------------
 

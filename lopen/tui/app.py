@@ -32,6 +32,7 @@ from textual.screen import Screen
 
 from events.errors import Problem
 from events.store import EventStore
+from lopen.app.context import Project
 from lopen.errors import LopenError
 from lopen.tui.contract import ApprovalRequest, HeaderInfo, RunCallbacks, RunHandle, RunOutcome, StartRun
 from lopen.tui.controller import ReadOnly, Steering, parse_command
@@ -173,8 +174,7 @@ class LopenApp(App[int]):
         self.state = ScreenState(project, module, session_id, info=self.info)
         self.feed = Feed(store, project, module, notify=self._wake)
         self.steering = Steering(
-            store,
-            project,
+            Project.on(store, project, self.root),
             module,
             self.options.who,
             lambda: self.state.session_id if self.state else "",

@@ -17,13 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lopen.app import commands
 from lopen.app.context import Project
-
-if TYPE_CHECKING:
-    from events.store import EventStore
 
 SLASH_COMMANDS: dict[str, str] = {
     "/pause": "pause after the current invocation (Ctrl+P)",
@@ -69,14 +65,13 @@ class Steering:
 
     def __init__(
         self,
-        store: EventStore,
-        project: str,
+        project: Project,
         module: str,
         who: str,
         session_id: Callable[[], str],
         read_only: bool = False,
     ) -> None:
-        self.project = Project.on(store, project)
+        self.project = project
         self.module = module
         self.who = who
         self.session_id = session_id
