@@ -253,19 +253,45 @@ def replay(
     return {"session": session_id, "events": events, "next_after_seq": events[-1]["seq"] if more else None}
 
 
+def task_owner(store: EventStore, task: str, module: str | None = None) -> ModuleState:
+    """The fold of the one module that has ``task`` (of ``module`` when given); a ``LopenError``
+    naming the tasks there are, or the modules that have it, otherwise."""
+    states = store.projections.plan.all()
+    if module:
+        states = [s for s in states if s.module == module]
+        if not states:
+            raise LopenError(
+                f"no module {module} in this project's history",
+                f"the event store at {store.location} has nothing recorded for it",
+                "see `lopen modules`",
+            )
+    owners = [s for s in states if task in s.tasks]
+    if not owners:
+        known = sorted({t for s in states for t in s.tasks})
+        raise LopenError(
+            f"no task {task}" + (f" in module {module}" if module else ""),
+            ("tasks recorded: " + ", ".join(known[:20]) + (" …" if len(known) > 20 else ""))
+            if known
+            else "no plan has been recorded yet",
+            "task ids look like <component>/<n>; `lopen session show` lists a module's tasks",
+        )
+    if len(owners) > 1:
+        raise LopenError(
+            f"task {task} exists in several modules: {', '.join(s.module for s in owners)}",
+            "task ids are unique within a module only",
+            f"say which with --module, e.g. `lopen log {task} --module {owners[0].module}`",
+        )
+    return owners[0]
+
+
 def task_log(project: Project, task: str, module: str = "") -> dict[str, Any]:
     """Every event of one task across sessions (``lopen log --json``)."""
     from lopen.app.views import replay as rp
 
     with project.store() as (store, project_id):
-        states = [s for s in store.projections.plan.all() if task in s.tasks and (not module or s.module == module)]
-        if len(states) != 1:
-            why = "no module has it" if not states else f"modules {', '.join(s.module for s in states)} have it"
-            raise LopenError(f"cannot tell which task {task} is meant", why, "pass the module")
-        events = [
-            msgspec.json.decode(rp.json_line(r)) for r in rp.task_records(store, project_id, states[0].module, task)
-        ]
-    return {"module": states[0].module, "task": task, "events": events}
+        owner = task_owner(store, task, module)
+        events = [msgspec.json.decode(rp.json_line(r)) for r in rp.task_records(store, project_id, owner.module, task)]
+    return {"module": owner.module, "task": task, "events": events}
 
 
 def tokens(project: Project, module: str = "", session_id: str = "") -> dict[str, Any]:

@@ -255,38 +255,13 @@ def log(
 ) -> None:
     """One task's story across every session: its invocations (with their prompt headers), tool
     calls, oracle verdicts with their findings, status changes and commits."""
+    from lopen.app.queries import task_owner
     from lopen.app.views import replay as rp
-    from lopen.errors import LopenError
 
     with _store() as store:
         views = store.projections
         views.catch_up()
-        states = views.plan.all()
-        if module is not None:
-            states = [s for s in states if s.module == module]
-            if not states:
-                raise LopenError(
-                    f"no module {module} in this project's history",
-                    f"the event store at {store.location} has nothing recorded for it",
-                    "see `lopen modules`",
-                )
-        owners = [s for s in states if task_id in s.tasks]
-        if not owners:
-            known = sorted({t for s in states for t in s.tasks})
-            raise LopenError(
-                f"no task {task_id}" + (f" in module {module}" if module else ""),
-                ("tasks recorded: " + ", ".join(known[:20]) + (" …" if len(known) > 20 else ""))
-                if known
-                else "no plan has been recorded yet",
-                "task ids look like <component>/<n>; `lopen session show` lists a module's tasks",
-            )
-        if len(owners) > 1:
-            raise LopenError(
-                f"task {task_id} exists in several modules: {', '.join(s.module for s in owners)}",
-                "task ids are unique within a module only",
-                f"say which with --module, e.g. `lopen log {task_id} --module {owners[0].module}`",
-            )
-        state = owners[0]
+        state = task_owner(store, task_id, module)
         records = rp.task_records(store, views.project, state.module, task_id)
         if as_json:
             _write(rp.json_line(rec) for rec in records)
