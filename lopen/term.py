@@ -1,11 +1,16 @@
 """What every face shares about the terminal: the symbols with their ASCII fallbacks, whether a stream
 can print them, and whether to colour it. The CLI's ``Console`` and the TUI's ``Symbols`` both read
 this table, so ``✓`` means the same everywhere; no face imports another for it.
+
+``use_tui`` is the one rule for "TUI or plain lines" (issue 13): the TUI is the default when
+interactive; ``--headless/-q``, a non-terminal stdin or stdout, ``CI=true`` or ``display.tui=false``
+keep the line output.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import TextIO
 
@@ -33,3 +38,27 @@ def unicode_ok(stream: TextIO) -> bool:
     """Whether `stream` can print ✓ ✗ ▶ ○ (its encoding is UTF-8)."""
     encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     return encoding == "utf8"
+
+
+def use_tui(
+    *,
+    headless: bool = False,
+    setting: bool = True,
+    env: Mapping[str, str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> bool:
+    """True when a command should open the TUI rather than print lines."""
+    env = os.environ if env is None else env
+    if headless or not setting:
+        return False
+    if env.get("CI", "").lower() in ("true", "1", "yes") or env.get("TERM") == "dumb":
+        return False
+    streams = (stdin or sys.stdin, stdout or sys.stdout)
+    return all(bool(getattr(s, "isatty", lambda: False)()) for s in streams)
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``plural(1, "task")`` → ``"1 task"``; ``plural(3, "task")`` → ``"3 tasks"``;
+    ``plural(2, "criterion", "criteria")`` → ``"2 criteria"``. Thousands are separated: ``"12,000 events"``."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"

@@ -153,7 +153,14 @@ def test_cli_modules_and_spec_check(ctx: Ctx, monkeypatch: pytest.MonkeyPatch) -
     assert "modules with a specification: auth, billing" in missing.exception.why
 
 
-def test_cli_module_rows_take_progress_states(ctx: Ctx) -> None:
-    from lopen.cli.modules import module_rows
+def test_the_module_rows_are_the_one_doors(ctx: Ctx) -> None:
+    """`lopen modules`, the TUI's picker and MCP's list_modules list ``lopen.app.queries.modules``:
+    a project where nothing was recorded lists its specifications as not started (and opens no store)."""
+    from lopen.app import queries
+    from lopen.app.context import Project
+    from lopen.cli.modules import render_modules
 
-    assert module_rows(ctx.root, {"auth": "in progress"}) == [("auth", "in progress", "ok")]
+    rows = queries.modules(Project(ctx.root))
+    assert [(r.module, r.state, r.spec_check) for r in rows] == [("auth", "not started", "ok")]
+    assert not (ctx.root / ".lopen" / "store.sqlite").exists()
+    assert render_modules(rows).splitlines()[1].split() == ["auth", "not", "started", "ok"]

@@ -60,7 +60,7 @@ def _root(
     if no_color:
         os.environ["NO_COLOR"] = "1"
     if ctx.invoked_subcommand is None:
-        from lopen.tui.options import use_tui
+        from lopen.term import use_tui
 
         if not use_tui(setting=_tui_setting()):
             typer.echo(ctx.get_help())

@@ -2,51 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import typer
 
-TEMPLATE = """\
----
-name: {module}
-description: "[TODO: one line on what {module} is]"
----
+from lopen.app.scaffold import TEMPLATE, scaffold
 
-# {title} Specification
-
-## Overview
-
-[TODO: what {module} does, for whom, and what is out of scope — a few paragraphs; the model reads it first.]
-
-## Acceptance Criteria
-
-- [ ] [{prefix}-01] [TODO: one behaviour that can be checked, e.g. `greet("Ada")` returns `"Hello, Ada!"`]
-- [ ] [{prefix}-02] [TODO: another; the oracle verifies every criterion, so each should be testable]
-
-## Dependencies
-
-[TODO: the libraries, services and other modules it needs; write "None" when there are none.]
-
-## Skills & Hooks
-
-- verify-tests: `[TODO: the command that runs the tests, e.g. python -m pytest -q]`
-
-## Notes
-
-[TODO: decisions, constraints and open questions; "None" is fine.]
-
-## References
-
-- [TODO: links to related specifications, research notes or outside sources; "None" is fine.]
-"""
-
-
-def scaffold(module: str) -> str:
-    """The specification pattern (docs/specifications.md) for ``module``, with ``[TODO: …]`` to fill in."""
-    words = re.split(r"[-_.]+", module)
-    title = " ".join(w[:1].upper() + w[1:] for w in words if w) or module
-    prefix = re.sub(r"[^A-Za-z0-9]", "", module).upper()[:8] or "REQ"
-    return TEMPLATE.format(module=module, title=title, prefix=prefix)
+__all__ = ["TEMPLATE", "init", "scaffold"]
 
 
 def init(
@@ -70,51 +30,24 @@ def init(
         return
     from pathlib import Path
 
+    from lopen.app.scaffold import create_module
     from lopen.cli.output import Console
-    from lopen.documents.errors import DocumentError
-    from lopen.documents.paths import spec_path, validate_module
-    from lopen.documents.spec_check import PLACEHOLDER
-    from lopen.errors import LopenError
-    from lopen.project import ensure_lopen_dir, nearest_root
-    from lopen.readiness import git_identity, git_problems
-    from lopen.text import plural
+    from lopen.project import nearest_root
+    from lopen.term import plural
 
-    try:
-        validate_module(module)
-    except DocumentError as exc:
-        raise LopenError(f"cannot create module {module!r}", str(exc), "choose another name") from None
-    root = nearest_root() or Path.cwd()
-    path = spec_path(root, module)
-    shown = path.relative_to(root).as_posix()
-    if path.exists():
-        raise LopenError(
-            f"{shown} already exists",
-            "lopen init never overwrites a specification",
-            f"edit it, check it with `lopen spec check {module}`, or choose another module name",
-        )
-    text = scaffold(module)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise LopenError(
-            f"cannot write {path}", f"{exc.strerror or exc} (errno {exc.errno})", f"make {root} writable"
-        ) from None
+    created = create_module(nearest_root() or Path.cwd(), module)
     out = Console.for_settings()
-    todo = len(PLACEHOLDER.findall(text))
-    out.ok(f"wrote {shown} from the specification pattern (docs/specifications.md)")
-    left = plural(todo, "[TODO: …] placeholder")
+    out.ok(f"wrote {created.path} from the specification pattern (docs/specifications.md)")
+    left = plural(created.placeholders, "[TODO: …] placeholder")
     out.detail("next", f"replace its {left}; `lopen spec check {module}` lists what is left")
-    problems = git_problems(root)
-    if not problems:
-        ensure_lopen_dir(root)
-        out.ok(f"git: a repository with commits; Lopen will commit as {git_identity(root)}")
-    for problem in problems:
-        out.fail(f"git: {problem.what}")
-        out.detail("why", problem.why)
-        out.detail("fix", problem.how)
+    if not created.git_problems:
+        out.ok(f"git: a repository with commits; Lopen will commit as {created.identity}")
+    for what, why, how in created.git_problems:
+        out.fail(f"git: {what}")
+        out.detail("why", why)
+        out.detail("fix", how)
     out.echo(
         f"then: lopen spec approve {module} && lopen run {module}"
         "   (no Copilot subscription? docs/your-own-playbook.md runs it on a scripted model)"
     )
-    raise typer.Exit(1 if problems else 0)
+    raise typer.Exit(1 if created.git_problems else 0)

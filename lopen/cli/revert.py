@@ -1,9 +1,9 @@
 """`lopen revert <module> [--to <task>]` (G3): back to a task-completion commit.
 
-The logic lives in `lopen.workflow.revert`; this prints what it did. Exit codes: 0 reverted, or
-nothing to revert (the target already is the branch tip); 1 refused (a dirty worktree, no
-task-completion commit, an unknown task) with what/why/how on stderr. The user's own checkout is
-never touched: the module's worktree and its branch are reset.
+The use case is `lopen.app.commands.revert` (the rules in `lopen.workflow.revert`); this prints
+what it did. Exit codes: 0 reverted, or nothing to revert (the target already is the branch tip);
+1 refused (a dirty worktree, no task-completion commit, an unknown task) with what/why/how on
+stderr. The user's own checkout is never touched: the module's worktree and its branch are reset.
 """
 
 from __future__ import annotations
@@ -22,20 +22,14 @@ TO = typer.Option(
 
 def revert(module: str = MODULE, to: str | None = TO) -> None:
     """Reset lopen/<module> to the last verified task's commit (or --to TASK) and re-open the tasks after it."""
-    from lopen.app.engine import worktree_for
+    from lopen.app import commands
+    from lopen.app.commands import short
+    from lopen.app.context import Project
     from lopen.cli.output import Console
-    from lopen.config import load_settings
-    from lopen.documents.paths import validate_module
-    from lopen.project import find_root, open_store
-    from lopen.workflow.revert import revert_module, short
 
-    validate_module(module)  # a DocumentError is a LopenError: it prints what and how
-    root = find_root()
-    settings = load_settings(root)
-    console = Console.for_settings(settings)
-    store, project = open_store(root, settings.store.url, settings.project.id)
-    with store:
-        result = revert_module(root, module, store, project, worktree_for(root, module, settings), to_task=to)
+    project = Project.here()
+    console = Console.for_settings(project.settings())
+    result = commands.revert(project, module, commands.cli_actor(), to_task=to)
 
     target = f"{short(result.to_sha)}, the commit that completed {result.target.task_id}"
     if not result.changed:

@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Iterator
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -51,23 +50,13 @@ def register(app: typer.Typer) -> None:
 # -- helpers -----------------------------------------------------------------------------------------
 
 
-def _settings(root: Path) -> tuple[str, int, str]:
-    """(store.url, session.retention, project.id) from the settings."""
-    from lopen.config import load_settings
-
-    settings = load_settings(root)
-    return settings.store.url, settings.session.retention, settings.project.id
-
-
 @contextlib.contextmanager
 def _store() -> Iterator[EventStore]:
     """The project's store (its projections read this project's rows); its errors print like every
     user error (`lopen.cli.main`)."""
-    from lopen.project import find_root, open_store
+    from lopen.app.context import Project
 
-    root = find_root()
-    url, _, configured = _settings(root)
-    store, _ = open_store(root, url, configured)
+    store, _ = Project.here().open()
     with store:
         yield store
 
@@ -79,19 +68,11 @@ def _warn_problems(store: EventStore) -> None:
 
 
 def _session_or_fail(store: EventStore, session_id: str | None) -> SessionView:
-    from lopen.errors import LopenError
+    from lopen.app.commands import session_view
 
-    views = store.projections
-    views.catch_up()
+    store.projections.catch_up()
     _warn_problems(store)
-    session = views.sessions.get(session_id) if session_id else views.sessions.latest()
-    if session is None or session.deleted:
-        what = f"no session {session_id}" if session_id else "no sessions yet"
-        why = "it was deleted" if session is not None else f"the event store at {store.location} has none by that id"
-        raise LopenError(
-            what, why if session_id else "nothing has been run in this project", "see `lopen session list`"
-        )
-    return session
+    return session_view(store, session_id)
 
 
 def _when(at: float) -> str:
@@ -193,17 +174,12 @@ def replay(
     The story starts with the spec approval the session worked from (who approved, the approved
     hashes). Oracle findings and failure causes are shown under their event.
     """
-    from events.recorded import parse_session_id
+    from lopen.app.queries import module_of_session
     from lopen.app.views import replay as rp
     from lopen.errors import LopenError
 
     if session_id is not None:
-        try:
-            parse_session_id(session_id)
-        except ValueError as exc:
-            raise LopenError(
-                str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`"
-            ) from None
+        module_of_session(session_id)  # a malformed id is refused before the store is opened
     if as_json and tree:
         raise LopenError("--tree and --json do not go together", "the tree is a text view", "leave one of them out")
     selection = _selection(task, invocation, types, since, until)
@@ -279,38 +255,13 @@ def log(
 ) -> None:
     """One task's story across every session: its invocations (with their prompt headers), tool
     calls, oracle verdicts with their findings, status changes and commits."""
+    from lopen.app.queries import task_owner
     from lopen.app.views import replay as rp
-    from lopen.errors import LopenError
 
     with _store() as store:
         views = store.projections
         views.catch_up()
-        states = views.plan.all()
-        if module is not None:
-            states = [s for s in states if s.module == module]
-            if not states:
-                raise LopenError(
-                    f"no module {module} in this project's history",
-                    f"the event store at {store.location} has nothing recorded for it",
-                    "see `lopen modules`",
-                )
-        owners = [s for s in states if task_id in s.tasks]
-        if not owners:
-            known = sorted({t for s in states for t in s.tasks})
-            raise LopenError(
-                f"no task {task_id}" + (f" in module {module}" if module else ""),
-                ("tasks recorded: " + ", ".join(known[:20]) + (" …" if len(known) > 20 else ""))
-                if known
-                else "no plan has been recorded yet",
-                "task ids look like <component>/<n>; `lopen session show` lists a module's tasks",
-            )
-        if len(owners) > 1:
-            raise LopenError(
-                f"task {task_id} exists in several modules: {', '.join(s.module for s in owners)}",
-                "task ids are unique within a module only",
-                f"say which with --module, e.g. `lopen log {task_id} --module {owners[0].module}`",
-            )
-        state = owners[0]
+        state = task_owner(store, task_id, module)
         records = rp.task_records(store, views.project, state.module, task_id)
         if as_json:
             _write(rp.json_line(rec) for rec in records)
@@ -335,7 +286,7 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
     if as_json:
         typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
         return
-    from lopen.text import plural
+    from lopen.term import plural
 
     for problem in result["problems"]:
         typer.echo(f"skipped: {problem}")
@@ -417,14 +368,14 @@ def show(
     """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
     import msgspec
 
-    from events.fold import ModuleState
+    from lopen.app.queries import state_in
     from lopen.app.views.report import session_report, to_markdown, to_yaml
 
     with _store() as store:
         session = _session_or_fail(store, session_id)
         views = store.projections
         report = session_report(views, session.id)
-        plan = views.plan.get(session.module) or ModuleState(project=session.project, module=session.module)
+        plan = state_in(store, session.module)
     assert report is not None
     if fmt is Format.json:
         typer.echo(msgspec.json.format(msgspec.json.encode(report)).decode())
@@ -437,22 +388,10 @@ def show(
 @session_app.command("delete")
 def delete(session_id: str = typer.Argument(..., metavar="SESSION", help="The session id.")) -> None:
     """Delete a session from the lists (its events stay in the store for audit)."""
-    from events import catalogue as ev
-    from events.locks import ModuleLock
-    from events.recorded import module_stream
-    from lopen.errors import LopenError
+    from lopen.app import commands
+    from lopen.app.context import Project
 
-    with _store() as store:
-        session = _session_or_fail(store, session_id)
-        holder = ModuleLock(store.root, session.module).holder()
-        if session.status == "running" and holder is not None:
-            raise LopenError(
-                f"session {session_id} is running",
-                f"lopen (pid {holder}) is working on module {session.module}",
-                "stop that run first, then delete the session",
-            )
-        deleted = ev.SessionDeleted(reason="lopen session delete", session_id=session_id)
-        store.append(module_stream(session.project, session.module), [deleted])
+    commands.delete_session(Project.here(), session_id, commands.cli_actor())
     typer.echo(f"deleted session {session_id} (its events stay in the store; `lopen replay {session_id}` shows them)")
 
 
@@ -463,27 +402,11 @@ def prune(
     ),
 ) -> None:
     """Delete all but the newest completed sessions of each module (session.retention, default 10)."""
-    from events import catalogue as ev
-    from events.recorded import module_stream
-    from lopen.project import find_root
+    from lopen.app import commands
+    from lopen.app.context import Project
+    from lopen.term import plural
 
-    retention = keep if keep is not None else _settings(find_root())[1]
-    pruned = []
-    with _store() as store:
-        views = store.projections
-        views.catch_up()
-        by_module: dict[str, list[str]] = {}
-        for s in views.sessions.all():
-            if s.status == "completed":
-                by_module.setdefault(s.module, []).append(s.id)
-        for module, ids in by_module.items():
-            for session_id in ids[: max(len(ids) - retention, 0)]:
-                reason = f"lopen session prune: keeping the newest {retention} completed sessions of {module}"
-                deleted = ev.SessionDeleted(reason=reason, session_id=session_id)
-                store.append(module_stream(views.project, module), [deleted])
-                pruned.append(session_id)
-    from lopen.text import plural
-
+    pruned, retention = commands.prune_sessions(Project.here(), commands.cli_actor(), keep)
     for session_id in pruned:
         typer.echo(f"deleted {session_id}")
     typer.echo(

@@ -10,36 +10,22 @@ spec_app = typer.Typer(name="spec", help="Check and approve module specification
 @spec_app.command("check")
 def check(module: str = typer.Argument(..., help="The module, as named under docs/requirements/.")) -> None:
     """Check a module's specification against the pattern Lopen needs; exit 1 when it has errors."""
+    from lopen.app import queries
+    from lopen.app.context import Project
     from lopen.cli.output import Console
-    from lopen.documents import DocumentError, SectionCache, acceptance_criteria, check_spec, load_spec
-    from lopen.documents import skills_and_hooks as hooks_of
-    from lopen.errors import LopenError
-    from lopen.project import find_root
 
-    root = find_root()
-    try:
-        path, doc = load_spec(root, module, SectionCache(root))
-    except DocumentError as exc:
-        raise LopenError(
-            f"cannot check the specification of {module!r}",
-            str(exc),
-            f"write docs/requirements/{module}/SPECIFICATION.md (see docs/specifications.md), "
-            "or run `lopen modules` to list the modules",
-        ) from None
-    result = check_spec(doc, module)
+    result = queries.spec_check(Project.here(), module)
     out = Console.for_settings()
-    shown = path.relative_to(root).as_posix()
     if result.ok:
-        out.ok(f"{shown} follows the specification pattern")
+        out.ok(f"{result.path} follows the specification pattern")
     else:
-        out.fail(f"{shown}: {result.summary()}")
-    criteria = acceptance_criteria(doc)
-    with_ids = sum(1 for c in criteria if c.id)
-    checked = sum(1 for c in criteria if c.checked)
-    out.detail("acceptance criteria", f"{len(criteria)} ({with_ids} with ids, {checked} checked)")
-    hooks = hooks_of(doc)
-    if hooks:
-        out.detail("skills & hooks", "; ".join(f"{h.name}: {h.command or '(no command)'}" for h in hooks))
+        out.fail(f"{result.path}: {result.summary}")
+    ids, checked = result.criteria_with_ids, result.criteria_checked
+    out.detail("acceptance criteria", f"{result.criteria} ({ids} with ids, {checked} checked)")
+    if result.hooks:
+        out.detail(
+            "skills & hooks", "; ".join(f"{name}: {command or '(no command)'}" for name, command in result.hooks)
+        )
     for gap in result.gaps:
         out.echo(f"  {gap.render()}")
     raise typer.Exit(0 if result.ok else 1)

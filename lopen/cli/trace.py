@@ -1,8 +1,7 @@
 """`lopen trace <session> [--endpoint URL | --file F]`: export a past session as OpenTelemetry.
 
-The session is read back from the event store and folded into the same spans and metrics a live
-export gives (`lopen.telemetry.history`): one trace, the events' own times, the same ids. It works
-for any session in the store — made with telemetry off, or on another machine sharing PostgreSQL.
+The use case is `lopen.app.trace.export_trace`: the session is read back from the event store and
+folded into the same spans and metrics a live export gives. This prints what it exported.
 """
 
 from __future__ import annotations
@@ -23,98 +22,20 @@ ENDPOINT = typer.Option(
 FILE = typer.Option(
     None, "--file", metavar="FILE", help="Write OTLP JSON lines to FILE instead of sending them ('-' = stdout)."
 )
-TRACE_TIMEOUT = 5.0  # seconds per export request (retries included): nobody's run waits on it
 
 
 def trace(session_id: str = SESSION, endpoint: str | None = ENDPOINT, file: Path | None = FILE) -> None:
     """Export a session's spans and metrics (OpenTelemetry, OTLP) from the event store."""
-    from events.recorded import parse_session_id
+    from lopen.app.context import Project
+    from lopen.app.trace import export_trace
     from lopen.cli.output import Console
-    from lopen.cli.sessions import _store
-    from lopen.config import load_settings
-    from lopen.errors import LopenError
-    from lopen.project import find_root
-    from lopen.telemetry.settings import capture_content, resolve, service_name
 
     try:
-        parse_session_id(session_id)
-    except ValueError as exc:
-        raise LopenError(str(exc), "session ids look like <module>-YYYYMMDD-<n>", "see `lopen session list`") from None
-    if endpoint and file:
-        raise LopenError(
-            "--endpoint and --file both given", "a trace goes to one place", "keep one of them (or run twice)"
-        )
-    settings = load_settings(find_root())
-    console = Console.for_settings(settings)
-    export = None
-    if file is None:
-        resolution = resolve(settings.otel, endpoint=endpoint or "")
-        if resolution.problem:
-            raise LopenError(f"cannot export session {session_id}", resolution.problem, "pass --endpoint http://…")
-        if resolution.export is None:
-            why = (
-                "telemetry is disabled (OTEL_SDK_DISABLED or otel.disabled)"
-                if resolution.disabled
-                else "no --endpoint or --file was given, and no OTEL_EXPORTER_OTLP_ENDPOINT or otel.endpoint is set"
-            )
-            raise LopenError(
-                f"nowhere to export session {session_id}",
-                why,
-                "pass --endpoint http://localhost:4318 (a collector or Jaeger; see docs/observability.md) "
-                "or --file trace.jsonl",
-            )
-        export = resolution.export
-
-    from lopen.telemetry.history import export_session
-    from lopen.telemetry.otlp import ExportFailed, OtlpFileSink, OtlpHttpSink
-
-    with _store() as store:
-        views = store.projections
-        views.catch_up()
-        if views.sessions.get(session_id) is None:
-            raise LopenError(
-                f"no session {session_id}",
-                f"the event store at {store.location} has no events for it in this project",
-                "see `lopen session list`",
-            )
-        budget = (settings.budget.token_budget_per_module, float(settings.budget.premium_budget_per_module))
-        project, name = views.project, service_name(settings.otel)
-        if export is not None:
-            sink = OtlpHttpSink(export, instance=project, timeout=TRACE_TIMEOUT)
-            destination = export.endpoint
-        elif str(file) == "-":
-            sink = OtlpFileSink(sys.stdout, name, "stdout", instance=project)
-            destination = "stdout"
-        else:
-            try:
-                stream = open(file, "w", encoding="utf-8")  # noqa: SIM115 - closed below, after the export
-            except OSError as exc:
-                raise LopenError(f"cannot write {file}", exc.strerror or str(exc), "choose a writable path") from None
-            sink = OtlpFileSink(stream, name, str(file), instance=project)
-            destination = str(file)
-        try:
-            done = export_session(
-                store,
-                project,
-                session_id,
-                sink,
-                capture_content=capture_content(settings.otel),
-                budget=budget,
-            )
-        except BrokenPipeError:  # `lopen trace … --file - | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            raise typer.Exit(0) from None
-        except ExportFailed as exc:
-            raise LopenError(
-                f"could not export session {session_id} to {destination}",
-                str(exc),
-                "start a collector there (docs/observability.md shows Jaeger in one command), "
-                "or write the trace to a file with --file trace.jsonl",
-            ) from None
-        finally:
-            sink.close()
-            if file is not None and str(file) != "-":
-                stream.close()
+        done, destination = export_trace(Project.here(), session_id, endpoint, file)
+    except BrokenPipeError:  # `lopen trace … --file - | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        raise typer.Exit(0) from None
+    console = Console.for_settings()
     summary = (
         f"exported {session_id}: {done.events:,} events as {done.spans:,} spans and {done.points:,} metric points "
         f"in {done.seconds:.2f} s ({done.events_per_second:,.0f} events/s) to {destination}"

@@ -30,50 +30,18 @@ REPLAN = typer.Option(
 
 def approve(module: str = MODULE) -> None:
     """Approve a module's specification: the human gate between requirements and planning."""
-    from lopen.config import load_settings
-    from lopen.project import ensure_lopen_dir, find_root, open_store
-    from lopen.workflow.approval import approve_spec
+    from lopen.app import commands
+    from lopen.app.context import Project
 
-    root = find_root()
-    ensure_lopen_dir(root)
-    settings = load_settings(root)
-    store, project = open_store(root, settings.store.url, settings.project.id)
-    with store:
-        approved, gaps = approve_spec(root, module, store, project)
+    approved = commands.approve(Project.here(), module, commands.cli_actor())
     hashed = len(approved.section_hashes)
     typer.echo(
         f"✓ approved the specification of {module} by {approved.approver} "
         f"({hashed} section{'s' * (hashed != 1)} hashed)"
     )
-    for gap in gaps:
+    for gap in approved.notes:
         typer.echo(f"  note: {gap}")
     typer.echo(f"next: lopen run {module}")
-
-
-def _settings(root: Path, model: str | None, max_iterations: int | None, unattended: bool, parallel: int | None = None):
-    from lopen.config import load_settings
-
-    overrides: dict[str, object] = {"workflow.parallelism": parallel} if parallel else {}
-    if model:
-        overrides.update({f"models.{phase}": model for phase in ("requirement_gathering", "planning", "building")})
-    if max_iterations:
-        overrides["workflow.max_iterations"] = max_iterations
-    if unattended:
-        overrides["workflow.unattended"] = True
-    return load_settings(
-        root,
-        overrides,
-        flag_names={
-            k: "--model"
-            if k.startswith("models")
-            else "--max-iterations"
-            if "iterations" in k
-            else "--parallel"
-            if "parallelism" in k
-            else "--unattended"
-            for k in overrides
-        },
-    )
 
 
 def _start(
@@ -90,56 +58,36 @@ def _start(
     replan: bool = False,
     parallel: int | None = None,
 ) -> None:
+    """What `lopen run` means is the app's to say (``lopen.app.commands.start_run``); this carries it out."""
     import sys
 
-    from lopen.app.engine import run_module
-    from lopen.auth import preflight
-    from lopen.documents.paths import spec_path, validate_module
-    from lopen.errors import LopenError
-    from lopen.git import require_ready
-    from lopen.project import ensure_lopen_dir, find_root
+    from lopen.app import commands
+    from lopen.app.context import Project
 
-    validate_module(module)
-    root = find_root()
-    require_ready(root)
-    settings = _settings(root, model, max_iterations, unattended, parallel)
-    drafting = not spec_path(root, module).is_file()
-    from lopen.tui.options import use_tui
-
-    tui = use_tui(headless=headless, setting=settings.display.tui)
-    if drafting and not prompt and tui:  # step 1 as a conversation in the TUI (the model asks, you answer)
-        for warning in preflight(settings, drafting=True):
-            typer.echo(f"warning: {warning}", err=True)
-        ensure_lopen_dir(root)
-        raise typer.Exit(_converse(root, module, settings))
-    if drafting and not prompt:
-        raise LopenError(
-            f"module {module} has no specification",
-            f"Lopen builds from docs/requirements/{module}/SPECIFICATION.md",
-            "write it (see docs/specifications.md), or have it drafted: "
-            f"`lopen run {module} --prompt '<what to build>'`",
-        )
-    if not drafting and not replan and not prompt:
-        from lopen.app.engine import completed_already
-
-        done = completed_already(root, module, settings)  # a finished module needs no credentials
-        if done is not None:
-            _finish(0, *done)
-    for warning in preflight(settings, drafting=drafting):
+    flags = {"model": model, "max_iterations": max_iterations, "unattended": unattended, "parallel": parallel}
+    start = commands.start_run(Project.here(), module, prompt=prompt, replan=replan, headless=headless, **flags)
+    for warning in start.warnings:
         typer.echo(f"warning: {warning}", err=True)
-    ensure_lopen_dir(root)
-    if drafting:
+    root, settings = start.root, start.settings
+    if start.kind == "converse":  # step 1 as a conversation in the TUI (the model asks, you answer)
+        raise typer.Exit(_converse(root, module, settings))
+    if start.kind == "complete":
+        assert start.outcome is not None
+        _finish(*start.outcome)
+    if start.kind == "draft":
         from lopen.app.drafting import draft_spec
 
         code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
         _finish(code, session_id, detail)
-    if tui:
+    if start.tui:
         from lopen.app.tui_run import start_run_for
         from lopen.tui import run_tui
 
         options = {"no_resume": no_resume, "replan": replan, "stop_before": stop_before, "message": prompt}
-        start = start_run_for(root, module, settings, **options)
-        raise typer.Exit(run_tui(root, module, start, settings=settings, resume=resume, new_session=no_resume))
+        run = start_run_for(root, module, settings, **options)
+        raise typer.Exit(run_tui(root, module, run, settings=settings, resume=resume, new_session=no_resume))
+    from lopen.app.engine import run_module
+
     code, session_id, detail = run_module(
         root,
         module,
@@ -240,22 +188,10 @@ def build(
     parallel: int | None = PARALLEL,
 ) -> None:
     """Run the building phase (steps 6–7) of a planned module."""
-    from events.journal import Journal
-    from lopen.config import load_settings
-    from lopen.errors import LopenError
-    from lopen.project import find_root, open_store
+    from lopen.app import commands
+    from lopen.app.context import Project
 
-    root = find_root()
-    settings = load_settings(root)
-    store, project = open_store(root, settings.store.url, settings.project.id)
-    with store:
-        planned = Journal(store, project, module).read(lambda s: s.planned)
-    if not planned:
-        raise LopenError(
-            f"module {module} has no plan to build",
-            "building works through a recorded plan",
-            f"run `lopen plan {module}` first",
-        )
+    commands.require_plan(Project.here(), module)
     _start(
         module,
         headless=headless,
@@ -274,7 +210,7 @@ def demo(directory: Path | None = DEMO_DIR, headless: bool = HEADLESS) -> None:
     from lopen.app.demo import run_demo
     from lopen.config import load_settings
     from lopen.errors import LopenError
-    from lopen.tui.options import use_tui
+    from lopen.term import use_tui
 
     try:
         tui = use_tui(headless=headless, setting=load_settings(None).display.tui)
@@ -307,13 +243,9 @@ def resume_session(
     max_iterations: int | None = MAX_ITERATIONS,
 ) -> None:
     """Resume a paused or interrupted session where its module really stands."""
-    from events.recorded import parse_session_id
-    from lopen.errors import LopenError
+    from lopen.app.queries import module_of_session
 
-    try:
-        module = parse_session_id(session_id)[0]
-    except ValueError as exc:
-        raise LopenError(f"{session_id!r} is not a session id", str(exc), "see `lopen session list`") from None
+    module = module_of_session(session_id)
     _start(
         module,
         headless=headless,
@@ -333,16 +265,10 @@ def draft(
     model: str | None = MODEL,
 ) -> None:
     """Step 1: have the model draft a module's specification from a prompt, for you to review and approve."""
-    from lopen.documents.paths import spec_path
-    from lopen.errors import LopenError
-    from lopen.project import find_root
+    from lopen.app import commands
+    from lopen.app.context import Project
 
-    if spec_path(find_root(), module).is_file():
-        raise LopenError(
-            f"module {module} already has a specification",
-            "drafting would overwrite it",
-            f"edit it by hand, or remove it first; `lopen spec check {module}` lists its gaps",
-        )
+    commands.refuse_existing_spec(Project.here(), module)
     _start(
         module,
         headless=headless,

@@ -127,17 +127,13 @@ def watch_tui(
 ) -> int:
     """``lopen watch <session>``: follow a session from this or another machine, read-only, by polling
     the store (``store.url`` may be a PostgreSQL server)."""
-    from events.recorded import parse_session_id
+    from lopen.app.context import Project
+    from lopen.app.queries import module_of_session
     from lopen.errors import LopenError
-    from lopen.project import open_store
     from lopen.tui.app import LopenApp
 
-    try:
-        module = parse_session_id(session_id)[0]
-    except ValueError as exc:
-        raise LopenError(f"{session_id!r} is not a session id", str(exc), "see `lopen session list`") from None
-    url = settings.store.url if settings else ""
-    store, project = open_store(root or Path.cwd(), url, settings.project.id if settings else "")
+    module = module_of_session(session_id)
+    store, project = Project(root or Path.cwd(), configured=settings).open()
     with store:
         store.projections.catch_up()
         if store.projections.sessions.get(session_id, project) is None:
@@ -155,15 +151,15 @@ def pick_tui(
 ) -> int:
     """Plain ``lopen``: the module picker. ``start_run_for(pick)`` gives the run of the picked module
     (None, or no function: the module is opened read-only, its history shown)."""
-    from lopen.project import open_store
+    from lopen.app import queries
+    from lopen.app.context import Project
     from lopen.tui.app import LopenApp
-    from lopen.tui.screens.picker import PickerScreen, gather_modules
+    from lopen.tui.screens.picker import PickerScreen, rows_of
 
-    url = settings.store.url if settings else ""
-    has_store = bool(url) or (root / ".lopen" / "store.sqlite").exists()
-    store, project = open_store(root, url, settings.project.id if settings else "") if has_store else (None, "")
+    here = Project(root, configured=settings)
+    store, project = here.open() if here.has_store() else (None, "")
     try:
-        rows = gather_modules(root, store, project)
+        rows = rows_of(queries.modules(Project.on(store, project, root) if store is not None else here))
         app = LopenApp(_options(settings, options), header_info(settings), root)
 
         def picked(pick: Pick | None) -> None:

@@ -32,6 +32,8 @@ from textual.screen import Screen
 
 from events.errors import Problem
 from events.store import EventStore
+from lopen.app.context import Project
+from lopen.errors import LopenError
 from lopen.tui.contract import ApprovalRequest, HeaderInfo, RunCallbacks, RunHandle, RunOutcome, StartRun
 from lopen.tui.controller import ReadOnly, Steering, parse_command
 from lopen.tui.conversation import Conversation
@@ -172,8 +174,7 @@ class LopenApp(App[int]):
         self.state = ScreenState(project, module, session_id, info=self.info)
         self.feed = Feed(store, project, module, notify=self._wake)
         self.steering = Steering(
-            store,
-            project,
+            Project.on(store, project, self.root),
             module,
             self.options.who,
             lambda: self.state.session_id if self.state else "",
@@ -421,6 +422,8 @@ class LopenApp(App[int]):
             do(self.steering)
         except ReadOnly as exc:
             self.notify(str(exc), severity="warning")
+        except LopenError as exc:  # a refusal by the command's rule (e.g. no running session to pause)
+            self.notify(f"{exc.what}: {exc.why}" if exc.why else exc.what, severity="warning")
         except Problem as exc:
             self.show_problem(exc)
         else:
@@ -557,9 +560,10 @@ class LopenApp(App[int]):
         feed, root, module = self.feed, self.root, self.state.module
 
         def revert() -> str:
-            from lopen.workflow.revert import revert_module, short
+            from lopen.app.commands import revert, short
+            from lopen.app.context import Project
 
-            result = revert_module(root, module, feed.store)
+            result = revert(Project.on(feed.store, feed.project, root), module, self.options.who)
             if not result.changed:
                 return f"nothing to revert: {result.branch} is at {short(result.to_sha)}"
             return f"reverted {result.branch} to {short(result.to_sha)}; re-opened {', '.join(result.reopened)}"

@@ -1,11 +1,12 @@
-"""Steering: what the keys and the prompt do to a run, as recorded commands (W11).
+"""Steering: what the keys and the prompt do to a run, as the one door's commands (W11).
 
-The TUI changes a run only by appending events to the module's history — the same way an MCP
-client would — or by calling the run's own ``stop``:
+The TUI changes a run only through ``lopen.app.commands`` — the same functions, with the same rules,
+an MCP client's tools call — or by calling the run's own ``stop``:
 
-- Ctrl+P / ``/pause``: ``PauseRequested(requested_by=…)``; the run pauses before its next invocation;
-- Enter in the prompt: ``UserMessageQueued``; delivered in the next invocation, never injected;
-- ``/model NAME``: ``ControlRequested(action="model", detail=NAME)`` for the next invocation;
+- Ctrl+P / ``/pause``: ``commands.pause`` (the module must have a running session); the run pauses
+  before its next invocation;
+- Enter in the prompt: ``commands.queue_message``; delivered in the next invocation, never injected;
+- ``/model NAME``: ``commands.control(action="model", detail=NAME)`` for the next invocation;
 - Ctrl+C: the run's ``stop()`` (the headless Ctrl+C path).
 
 ``parse_command`` turns a prompt line into a :class:`Command`; the app decides what each does
@@ -14,13 +15,11 @@ client would — or by calling the run's own ``stop``:
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from events import catalogue as ev
-from events.recorded import module_stream
-from events.store import EventStore
+from lopen.app import commands
+from lopen.app.context import Project
 
 SLASH_COMMANDS: dict[str, str] = {
     "/pause": "pause after the current invocation (Ctrl+P)",
@@ -58,42 +57,41 @@ def parse_command(line: str) -> Command:
 
 
 class Steering:
-    """Appends the TUI's recorded commands to one module's history.
+    """The TUI's commands on one module, recorded with ``who`` (``tui:<user>``) as the actor.
 
-    ``session_id`` is a function so the events land in the session the screen follows right now.
-    ``read_only`` (``lopen watch``) refuses every command with a reason instead of appending.
+    ``session_id`` is a function: ``/model`` lands in the session the screen follows right now.
+    ``read_only`` (``lopen watch``) refuses every command with a reason instead of recording it.
     """
 
     def __init__(
         self,
-        store: EventStore,
-        project: str,
+        project: Project,
         module: str,
         who: str,
         session_id: Callable[[], str],
         read_only: bool = False,
     ) -> None:
-        self.store = store
-        self.stream = module_stream(project, module)
+        self.project = project
+        self.module = module
         self.who = who
         self.session_id = session_id
         self.read_only = read_only
 
-    def _append(self, event: ev.Event) -> None:
+    def _writable(self) -> None:
         if self.read_only:
             raise ReadOnly
-        self.store.append(self.stream, [event])
 
     def pause(self, reason: str = "Ctrl+P in the TUI") -> None:
-        self._append(ev.PauseRequested(requested_by=self.who, reason=reason, session_id=self.session_id()))
+        self._writable()
+        commands.pause(self.project, self.module, self.who, reason)
 
     def queue_message(self, text: str) -> str:
-        message_id = f"m-{uuid.uuid4().hex[:12]}"
-        self._append(ev.UserMessageQueued(message_id=message_id, text=text, session_id=self.session_id()))
-        return message_id
+        self._writable()
+        return commands.queue_message(self.project, self.module, text, self.who).message_id
 
     def control(self, action: str, detail: str = "") -> None:
-        self._append(ev.ControlRequested(action=action, caller=self.who, detail=detail, session_id=self.session_id()))
+        self._writable()
+        commands.control(self.project, self.module, self.who, action, detail, self.session_id())
 
 
 class ReadOnly(Exception):

@@ -140,12 +140,9 @@ class Conversation:
 
     def gaps(self) -> list:  # list[lopen.documents.Gap]
         """The spec check's gaps of the current draft (empty before anything is drafted)."""
-        text = self.draft_text
-        if not text.strip():
-            return []
-        from lopen.documents import check_spec, parse_document
+        from lopen.app.queries import draft_gaps
 
-        return list(check_spec(parse_document(text), self.module).gaps)
+        return draft_gaps(self.draft_text, self.module)
 
     def _add(self, role: Role, text: str) -> Turn:
         with self._lock:

@@ -1,8 +1,7 @@
 """When the TUI opens, and how it looks: colour, symbols, the landing screen.
 
-``use_tui`` is the one rule for "TUI or plain lines" (issue 13): the TUI is the default when
-interactive; ``--headless/-q``, a non-terminal stdin or stdout, ``CI=true`` or ``display.tui=false``
-keep the line output. ``TuiOptions.resolve`` turns settings, flags and the environment into what
+``use_tui`` (``lopen.term``, shared with the CLI, re-exported here) is the one rule for "TUI or plain
+lines". ``TuiOptions.resolve`` turns settings, flags and the environment into what
 the app needs. Neither imports Textual.
 """
 
@@ -14,27 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from lopen.term import unicode_ok
+from lopen.term import unicode_ok, use_tui
 
 MIN_WIDTH, MIN_HEIGHT = 80, 24
-
-
-def use_tui(
-    *,
-    headless: bool = False,
-    setting: bool = True,
-    env: Mapping[str, str] | None = None,
-    stdin: TextIO | None = None,
-    stdout: TextIO | None = None,
-) -> bool:
-    """True when a command should open the TUI rather than print lines."""
-    env = os.environ if env is None else env
-    if headless or not setting:
-        return False
-    if env.get("CI", "").lower() in ("true", "1", "yes") or env.get("TERM") == "dumb":
-        return False
-    streams = (stdin or sys.stdin, stdout or sys.stdout)
-    return all(bool(getattr(s, "isatty", lambda: False)()) for s in streams)
+__all__ = ["MIN_HEIGHT", "MIN_WIDTH", "TuiOptions", "use_tui"]
 
 
 @dataclass(frozen=True)

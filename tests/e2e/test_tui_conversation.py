@@ -105,6 +105,8 @@ def test_the_model_asks_the_person_answers_and_approves_at_the_gate(tmp_path: Pa
             "LOPEN_MODELS__ORACLE": "scripted-mini",
             "LOPEN_MODELS__FALLBACK": "[]",
             "LOPEN_DISPLAY__LANDING": "false",
+            # the copy under test, not the one the venv's editable install points at
+            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},
         }
         exports = " ".join(f"{k}={json.dumps(v)}" for k, v in env.items())
         name = f"lopen-conversation-{time.monotonic_ns()}"

@@ -149,6 +149,9 @@ async def test_slash_commands_open_their_views(store: EventStore, command: str, 
 
 
 async def test_slash_pause_model_and_unknown_commands(store: EventStore) -> None:
+    """``/pause`` follows the one rule of ``lopen.app.commands.pause`` (the MCP tool's too): only a
+    running session can be asked to pause — this run has ended, so it is refused and nothing is
+    recorded (the TUI used to record a pause for any session)."""
     app = LopenApp(OPTIONS).for_run(Starter(store, [Step("events", plan_events())]))
     async with app.run_test(size=(120, 40)) as pilot:
         await finished(pilot)
@@ -159,7 +162,8 @@ async def test_slash_pause_model_and_unknown_commands(store: EventStore) -> None
             await pilot.press("enter")
         await pilot.pause()
         recorded = history(store)
-        assert any(isinstance(e, ev.PauseRequested) for e in recorded)
+        assert not any(isinstance(e, ev.PauseRequested) for e in recorded)
+        assert any("no running session to pause" in str(n.message) for n in app._notifications)
         (control,) = [e for e in recorded if isinstance(e, ev.ControlRequested)]
         assert (control.action, control.detail, control.caller) == ("model", "gpt-5", "tui:tester")
         assert any("unknown command /frobnicate" in str(n.message) for n in app._notifications)

@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Markdown, Static
 
-from lopen.text import plural
+from lopen.term import plural
 from lopen.tui.contract import ApprovalRequest
 from lopen.tui.widgets import markdown_view
 

@@ -118,9 +118,9 @@ class GalleryScreen(Screen[None]):
         panel.show(state.current_task())
         tree.show(state.fold)
         resources.show(resources_of(state, None))
-        from lopen.documents import check_spec, parse_document
+        from lopen.app.queries import draft_gaps
 
-        gaps.show(check_spec(parse_document(stub.SPEC), "slugify").gaps)
+        gaps.show(draft_gaps(stub.SPEC, "slugify"))
         log.sync(
             [
                 Turn("model", "Who calls slugify, and with what kind of text?", 1),

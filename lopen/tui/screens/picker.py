@@ -1,9 +1,8 @@
 """The module picker (plain ``lopen``): every module with its state, its unfinished session and its
 spec check; Enter picks one (a module with an unfinished session asks: resume or start anew?).
 
-The rows come from the plan projection (the one fold, ``store.projections.plan.all()``) and
-``lopen.documents.check_modules`` — the same data as ``lopen modules``. The screen's result is a
-:class:`Pick`.
+The rows are the one door's (``lopen.app.queries.modules``, the same as ``lopen modules`` and MCP's
+``list_modules``), shown as picker rows (:class:`ModuleRow`, ``rows_of``). The screen's result is a :class:`Pick`.
 """
 
 from __future__ import annotations
@@ -24,13 +23,15 @@ from lopen.tui.dialogs.resume import ResumeDialog
 from lopen.tui.widgets import glyphs
 
 if TYPE_CHECKING:
-    from events.store import EventStore
+    from lopen.app.queries import ModuleRow as Module
 
 STATE_MARK = {"complete": "complete", "in progress": "in-progress", "not started": "pending"}
 
 
 @dataclass(frozen=True)
 class ModuleRow:
+    """One row as the picker shows it."""
+
     name: str
     state: str  # not started | in progress | complete
     check: str  # the spec check's summary
@@ -47,29 +48,18 @@ class Pick:
     new_session: bool = False
 
 
-def gather_modules(root: Path, store: EventStore | None, project: str) -> list[ModuleRow]:
-    """Every module with a specification, with its state from the plan projection."""
-    from lopen.documents import check_modules
-
-    folds = {}
-    if store is not None:
-        store.projections.catch_up()
-        folds = {s.module: s for s in store.projections.plan.all() if not project or s.project == project}
-    rows = []
-    for name, check in check_modules(root).items():
-        fold = folds.get(name)
-        tasks = fold.ordered_tasks() if fold else []
-        done = sum(t.state == "complete" for t in tasks)
-        rows.append(
-            ModuleRow(
-                name=name,
-                state=fold.state if fold else "not started",
-                check=check.summary(),
-                unfinished=(fold.unfinished_session() or "") if fold else "",
-                tasks=f"{done}/{len(tasks)} tasks" if tasks else "",
-            )
+def rows_of(modules: Sequence[Module]) -> list[ModuleRow]:
+    """The picker's rows for the one door's module list."""
+    return [
+        ModuleRow(
+            name=m.module,
+            state=m.state,
+            check=m.spec_check,
+            unfinished=m.unfinished_session,
+            tasks=f"{m.tasks_complete}/{m.tasks} tasks" if m.tasks else "",
         )
-    return rows
+        for m in modules
+    ]
 
 
 class PickerScreen(Screen[Pick]):
