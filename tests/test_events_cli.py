@@ -367,4 +367,4 @@ def test_every_command_works_on_the_store_of_issue_15(legacy_project: Path) -> N
         assert store.version("session:" + LEGACY_FIRST) == sum(
             stream == "session:" + LEGACY_FIRST for stream, _ in legacy_history()
         )
-        assert store.version(AUTH) == len(legacy_history()) + 1  # the copies, and the deletion
+        assert store.version(AUTH) == len(legacy_history()) + 2  # the copies, the deletion and who asked for it

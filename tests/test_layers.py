@@ -45,7 +45,6 @@ OWN = {"lopen.__main__": ("lopen.__main__", "lopen.cli")}  # `python -m lopen` i
 _DIAGNOSTICS = "machine diagnostics (credentials, sandbox, the Copilot CLI): no project state; next: lopen.app.health"
 _LAUNCH = "the command line is the process's entry: it starts the other face (run_tui, serve_stdio/serve_http) only"
 _FOLLOW = "the TUI follows the store it is handed, in-process (item 5 of #20 makes it a face of the store)"
-_FOLD = "the screens draw the one fold's types (ModuleState, TaskNode); owned by the fold work (#20 item 3)"
 _STATE = "the TUI's screen fold (tokens, status): being folded once in events by the fold work (#20 item 3)"
 _STUB = "`lopen tui gallery` stays a product command; its stub stream is product data (bin/bench-tui uses it too)"
 _STREAM = "the store's typed handle for `lopen replay/log/session list/projections rebuild`, which stream a "
@@ -67,7 +66,6 @@ ALLOWED_EDGES: dict[tuple[str, str], str] = {
     ("lopen.tui.feed", "events.recorded"): _FOLLOW,
     ("lopen.tui.feed", "events.store"): _FOLLOW,
     ("lopen.tui.feed", "lopen.copilot"): _FOLLOW + "; the model's streaming deltas (StreamEvent)",
-    ("lopen.tui.state", "events.fold"): _STATE,
     ("lopen.tui.state", "events.projections"): _STATE,
     ("lopen.tui.state", "events.recorded"): _STATE,
     ("lopen.tui.state", "lopen.copilot"): _STATE,
@@ -75,8 +73,6 @@ ALLOWED_EDGES: dict[tuple[str, str], str] = {
     ("lopen.tui.state", "lopen.workflow.steps"): _STATE + "; the step names",
     ("lopen.tui.stub", "events.recorded"): _STUB,
     ("lopen.tui.stub", "lopen.copilot"): _STUB,
-    ("lopen.tui.widgets.plan_tree", "events.fold"): _FOLD,
-    ("lopen.tui.widgets.task_panel", "events.fold"): _FOLD,
 }
 
 

@@ -31,12 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from events import catalogue as ev
-from events.fold import ModuleState, TaskNode
-from events.folds.sessions import LIFECYCLE
-from events.folds.tokens import TokenTotals
 from events.projections import tokens as token_projection
 from events.projections.base import Table
 from events.recorded import Recorded
+from lopen.app.views.live import LIFECYCLE, ModuleState, TaskNode, TokenTotals
 from lopen.copilot import results as stream
 from lopen.text import plural
 from lopen.tui.contract import HeaderInfo

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from rich.text import Text
 from textual.widgets import Tree
 
-from events.fold import ModuleState
+from lopen.app.views.live import ModuleState
 from lopen.tui.widgets import glyphs
 
 # Tree labels are Rich text (the Tree widget's label type): ANSI colour names, not theme variables.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from events.fold import TaskNode
+from lopen.app.views.live import TaskNode
 from lopen.tui.widgets import glyphs
 
 STATE_STYLE = {"complete": "$text-success", "in-progress": "$text-accent", "failed": "$text-error", "pending": "dim"}
