@@ -30,7 +30,7 @@ from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
 from events.fold import ModuleState, scope_key
 from events.journal import Journal
-from lopen.workflow.cycle import churn_stop, guard_stop, settle
+from lopen.workflow.cycle import churn_stop, conflicts_stop, guard_stop, settle
 from lopen.workflow.decide import Action, Assessment
 from lopen.workflow.schedule import DONE, MERGE, component_step
 from lopen.workflow.steps import Kind
@@ -142,13 +142,8 @@ class LaneActor(Reports, pykka.ThreadingActor):
         slug = self.component
         conflicts = self.journal.read(lambda s: s.lanes[slug].conflicts)
         if conflicts >= MAX_CONFLICTS:
-            files = ", ".join(result.files)
-            return LaneResult(
-                slug,
-                "gave-up",
-                f"merging {slug} conflicted {conflicts + 1} times (last in {files}); merge "
-                f"{self.journal.read(lambda s: s.lanes[slug].branch)} by hand or edit the plan, then run again",
-            )
+            branch = self.journal.read(lambda s: s.lanes[slug].branch)
+            return LaneResult(slug, "gave-up", conflicts_stop(slug, conflicts + 1, result.files, branch))
         self._resolution(result)
         return None
 

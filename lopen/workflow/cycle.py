@@ -8,9 +8,9 @@ we go on), records what they decide, and hands work out:
 - ``turn(...)``: before an invocation on the module branch — invoke, or how the run ends (complete,
   paused, failed, with its reason and exit code);
 - ``settle(...)``: what an invocation's outcome means for the run (go on, or how it ends);
-- ``guard_stop``, ``churn_stop``, ``spec_stop``, ``interrupted``, ``given_up``: the run's endings, each built here
-  and only here, so a pause reads the same wherever the loop meets it (a plain run, a lane, a
-  `lopen worker`).
+- ``guard_stop``, ``churn_stop``, ``spec_stop``, ``conflicts_stop``, ``interrupted``, ``given_up``:
+  the run's endings, each built here and only here, so a pause reads the same wherever the loop
+  meets it (a plain run, a lane, a `lopen worker`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from lopen.workflow.decide import Action, Assessment, GuardDecision, after, deci
 
 __all__ = [
     "churn_stop",
+    "conflicts_stop",
     "given_up",
     "guard_stop",
     "how_to_go_on",
@@ -70,6 +71,15 @@ def spec_stop(exit_code: int, reason: str, how: str) -> Action:
     return Action(kind="pause", exit_code=exit_code, reason=f"{reason}; {how}", error_kind="spec")
 
 
+def conflicts_stop(component: str, times: int, files: tuple[str, ...], branch: str) -> str:
+    """Why a lane gives its component up after merging it conflicted again and again."""
+    last = ", ".join(files)
+    return (
+        f"merging {component} conflicted {times} times (last in {last}); merge {branch} by hand or edit the plan, "
+        "then run again"
+    )
+
+
 def given_up(components: Mapping[str, str]) -> Action:
     """Lanes that gave up (churn, merge conflicts) pause the run once every other lane has ended."""
     detail = "; ".join(f"{slug}: {why}" for slug, why in components.items())
@@ -86,7 +96,8 @@ def turn(
 ) -> Action:
     """Before an invocation: ``invoke``, or how the run ends. ``lopen.workflow.decide.decide`` orders
     the reasons (an interruption, completion, a person's pause, ``lopen plan``, the Guardrail); a
-    Guardrail pause of a known category says how to go on."""
+    Guardrail pause of a known category says how to go on — and, as the run has always done, that
+    pause's text is the one given whenever the Guardrail paused and the turn does not go on."""
     action = decide(assessment, guard, stop_before=stop_before, pause_requested=pause_requested, interrupted=signal)
     if action.kind == "pause" and guard.action == "pause" and guard.category:
         return guard_stop(guard)
