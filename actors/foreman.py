@@ -1,24 +1,32 @@
-"""The Foreman (P1, issue 14): the parallel work of one process, handed out through the module's history.
+"""The Foreman: the one run loop of a module run, with N slots (N = parallelism; 1 is a plain run).
 
-Each turn it folds in what other writers recorded, asks the Assessor about the spec, and lets
-``lopen.workflow.schedule.next_work`` (pure) say what to start: components ready to build (each claimed —
-``ComponentClaimed`` with a lease, refused by the history when another worker holds it — and built by a
-lane of its own: ``actors.lane``), a planning invocation when ready components have no tasks yet
-(``:plan``, one at a time across workers), and, as a `lopen worker`, the module's verification
-(``:module``). It renews its leases while the work goes on (``ComponentLeaseRenewed``), releases each
-claim when the work ends (``ComponentReleased``), and takes over claims whose lease ran out — or whose
-process on this machine is gone — so another worker's component resumes from its events.
+It does no work itself and never waits on another actor for a whole step. It is driven by messages —
+``Begin`` (the run starts), ``JobEnded`` (the Planner, a TaskRunner or a lane told it how its job
+ended: ``actors.jobs``), ``Tick`` (time passed: ``actors.ticker``; an interruption ticks too) — and
+at each it takes a turn: it asks the quick questions (the Assessor: where does the module stand; the
+Guardrail: may we go on), lets the pure rules decide (``lopen.workflow.cycle``, ``decide``,
+``schedule``), records what they decided and hands the next job out with a tell.
 
-Under `lopen run` the Conductor hands it the module when more than one component can be built at
-once (``schedule.fan_out``) and it returns (None) when that is over: the Conductor builds a lone
-component on the module branch and verifies the module, as with parallelism 1. As `lopen worker` it is
-the whole loop and returns how the session ends.
+Two kinds of turn, chosen by ``lopen.workflow.schedule.fan_out``:
+
+- **On the module branch** (parallelism 1, and a lone component at any parallelism): one step at a
+  time — planning, a task, a component's or the module's verification — through the module's Planner
+  and TaskRunner; its outcome decides the next turn (``cycle.settle``, then the Guardrail's churn).
+- **In lanes** (P1, issue 14): ``schedule.next_work`` says what to start — components ready to build
+  (each claimed — ``ComponentClaimed`` with a lease, refused by the history when another worker holds
+  it — and built by a lane of its own: ``actors.lane``), a planning invocation when ready components
+  have no tasks yet (``:plan``, one at a time across workers), and, as a `lopen worker`, the module's
+  verification (``:module``). It renews its leases every third of a lease, releases each claim when
+  the work ends, and takes over claims whose lease ran out — or whose process on this machine is
+  gone. When lane work is over, a `lopen run` goes on on the module branch; a `lopen worker` ends.
+
+The run ends once (``end_session``: its last event, then the journal closes) and ``Begin.done`` is set
+to its ``RunResult``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -29,25 +37,76 @@ import pykka
 
 from actors.assessor import AssessorActor
 from actors.git import GitActor
-from actors.guardrail import GuardrailActor, how_to_go_on
+from actors.guardrail import GuardrailActor
+from actors.jobs import hand
 from actors.lane import LaneFactory, LaneHandle, LaneResult, Tally
-from actors.messages import Assessment, StepOutcome, Stop
+from actors.messages import Assessment, Begin, GuardDecision, JobEnded, RunResult, StepOutcome, Stop, Tick
 from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
+from actors.ticker import After, TickerActor
 from events import catalogue as ev
 from events.fold import MODULE_ITEM, PLAN_ITEM, ModuleState
 from events.journal import Contradiction, Journal, JournalClosed
-from lopen.workflow.decide import Action, after
-from lopen.workflow.schedule import Work, next_work, ready
+from lopen.workflow.cycle import churn_stop, given_up, guard_stop, interrupted, settle, spec_stop, turn
+from lopen.workflow.decide import Action
+from lopen.workflow.schedule import Work, fan_out, next_work, ready
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
 POLL = 0.5  # seconds between looks at the store while other workers hold what is left
+STEP = "step"  # the job key of a step on the module branch
 
 
-def interrupted(signal: str) -> Action:
-    return Action(
-        kind="pause", exit_code=143 if signal == "SIGTERM" else 130, reason="interrupted", error_kind="interrupted"
-    )
+class Interrupt:
+    """Set from a signal handler or another thread (the TUI's Ctrl+C): which signal stopped the run
+    ("" while it runs). ``on_set`` callbacks run once, when it is first set (abort the gateway …)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal = ""
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on_set(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def set(self, signal: str) -> None:
+        first = not self.event.is_set()
+        self.signal = self.signal or signal
+        self.event.set()
+        if first:
+            for callback in self._callbacks:
+                callback()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
+
+
+def end_session(journal: Journal, action: Action, stop_before: str = "") -> RunResult:
+    """Record how the session ended (once) and close the journal: nothing lands after it."""
+    if not journal.closed:
+        event: ev.Event
+        if action.kind == "complete":
+            event = ev.SessionCompleted(reason=action.reason)
+        elif action.kind == "fail":
+            event = ev.SessionFailed(reason=action.reason, error_kind=action.error_kind)
+        else:
+            event = ev.SessionPaused(reason=action.reason, error_kind=action.error_kind)
+        if action.kind != "pause" or action.error_kind != "spec":  # a spec stop recorded its own pause
+            journal.record(event)
+        journal.close()
+    status = {"complete": "complete", "fail": "failed"}.get(action.kind, "paused")
+    if action.kind == "pause" and stop_before and action.exit_code == 0:
+        detail = f"{stop_before} is next: run `lopen build {journal.module}`"
+    else:
+        detail = action.reason
+    return RunResult(exit_code=action.exit_code, status=status, detail=detail, session_id=journal.session_id)
+
+
+def begin(foreman: pykka.ActorProxy[Any] | pykka.ActorRef[Any]) -> pykka.Future[Any]:
+    """Start the run; the future holds how it ended (the caller — the app layer — waits on it)."""
+    ref = foreman.actor_ref if isinstance(foreman, pykka.ActorProxy) else foreman
+    done: pykka.Future[Any] = pykka.ThreadingFuture()
+    ref.tell(Begin(done))
+    return done
 
 
 class ForemanActor(pykka.ThreadingActor):
@@ -58,64 +117,236 @@ class ForemanActor(pykka.ThreadingActor):
         assessor: pykka.ActorProxy[AssessorActor],
         guardrail: pykka.ActorProxy[GuardrailActor],
         planner: pykka.ActorProxy[PlannerActor],
-        lanes: LaneFactory,
-        module_git: pykka.ActorProxy[GitActor],
-        module_runner: pykka.ActorProxy[TaskRunnerActor] | None = None,
-        worker: str,
-        parallelism: int,
-        lease: float,
+        task_runner: pykka.ActorProxy[TaskRunnerActor] | None = None,
+        lanes: LaneFactory | None = None,
+        module_git: pykka.ActorProxy[GitActor] | None = None,
+        worker: str = "",
+        parallelism: int = 1,
+        lease: float = 60.0,
         say: Callable[[str], None],
-        interrupt: Any,
-        tally: Tally,
+        interrupt: Any = None,
+        tally: Tally | None = None,
+        stop_before: str = "",
         worker_mode: bool = False,
         alive: Callable[[str], bool | None] = lambda worker: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``alive(worker)``: whether another worker's process is alive (None: unknown, its lease tells)."""
+        """``task_runner`` builds on the module branch (and verifies the module); ``lanes`` starts the
+        lane of a component (None: no lanes — `lopen plan`, or parallelism 1 with no lane work under
+        way). ``alive(worker)``: whether another worker's process is alive (None: unknown, its lease
+        tells). ``tally`` counts the run's invocations across its lanes."""
         super().__init__()
         self.journal = journal
         self.assessor = assessor
         self.guardrail = guardrail
         self.planner = planner
+        self.task_runner = task_runner
         self.lanes = lanes
         self.module_git = module_git
-        self.module_runner = module_runner
         self.worker = worker
         self.parallelism = max(parallelism, 1)
         self.lease = lease
         self.say = say
-        self.interrupt = interrupt
-        self.tally = tally
+        self.interrupt = interrupt if interrupt is not None else Interrupt()
+        self.tally = tally if tally is not None else Tally()
+        self.stop_before = stop_before
         self.worker_mode = worker_mode
         self.alive = alive
         self.clock = clock
+        self.done: pykka.Future[Any] | None = None
+        self.mode = ""  # "", "place" (a step on the module branch), "lanes", "ended"
+        self.last_step = 0  # the step last entered on the module branch
+        self.pending: tuple[Assessment, GuardDecision] | None = None  # the turn that handed the module to lanes
+        self.ticker: pykka.ActorRef[Any] | None = None
+        self.halt = threading.Event()  # cuts the ticker's wait short when the run ends
+        self.ticks = 0  # the last tick asked for (older ticks are stale)
+        self.ticking = False
+        self._lanes_reset()
 
-    # -- the loop ---------------------------------------------------------------------------------------
+    # -- messages -------------------------------------------------------------------------------------
 
-    def run(self) -> Action | None:
-        """Work until parallel work is over (None: the caller goes on) or the run must stop (its Action)."""
+    def on_receive(self, message: Any) -> None:
+        if self.mode == "ended":
+            return
+        try:
+            if isinstance(message, Begin):
+                self._begin(message.done)
+            elif isinstance(message, JobEnded):
+                self._ended(message)
+            elif isinstance(message, Tick):
+                if message.n == self.ticks:
+                    self.ticking = False
+                if self.mode == "lanes":
+                    self._lanes_turn()
+        except JournalClosed:
+            self._finish(interrupted(self.interrupt.signal))
+        except BaseException as exc:  # the run's caller hears it; the lanes are asked to stop
+            if self.mode == "lanes" and self.running:
+                self.error = self.error or exc
+                with contextlib.suppress(BaseException):
+                    self._lanes_turn()
+            else:
+                self._fail(exc)
+
+    def on_stop(self) -> None:
+        self.halt.set()
+        if self.ticker is not None:
+            self.ticker.stop(block=False)
+        for handle in self.running.values():
+            handle.stop.set()
+
+    def _begin(self, done: pykka.Future[Any]) -> None:
+        self.done = done
+        with contextlib.suppress(AttributeError):  # an interruption is a reason to look at once
+            ref = self.actor_ref
+            self.interrupt.on_set(lambda: _tell(ref, Tick(-1)))
+        if self.worker_mode:
+            self._lanes_begin()
+        else:
+            self._place_turn()
+
+    def _ended(self, message: JobEnded) -> None:
+        if message.key == STEP and self.mode == "place":
+            self._step_ended(message)
+        elif self.mode == "lanes":
+            self._job_ended(message)
+            self._lanes_turn()
+
+    def _finish(self, action: Action | None) -> None:
+        """The run ends: lanes are asked to stop, claims released, the session's end recorded once."""
+        for handle in self.running.values():
+            handle.stop.set()
+        self._release_all("stopped")
+        self._stop_ticker()
+        self.mode = "ended"
+        result = end_session(self.journal, action, self.stop_before) if action is not None else None
+        if self.done is not None:
+            self.done.set(result)
+
+    def _fail(self, exc: BaseException) -> None:
+        for handle in self.running.values():
+            handle.stop.set()
+        with contextlib.suppress(BaseException):
+            self._release_all("stopped")
+        self._stop_ticker()
+        self.mode = "ended"
+        if self.done is not None:
+            self.done.set_exception((type(exc), exc, exc.__traceback__))
+
+    # -- a step on the module branch ---------------------------------------------------------------------
+
+    def _place_turn(self) -> None:
+        """Assess → Guardrail → decide (``cycle.turn``) → hand the step out, or hand the module to lanes."""
+        self.mode = "place"
+        if self.interrupt:
+            return self._finish(interrupted(self.interrupt.signal))
+        found: Assessment | Stop = self.assessor.assess().get()
+        if isinstance(found, Stop):
+            self.journal.record(ev.SessionPaused(reason=found.reason, error_kind="spec"))
+            return self._finish(spec_stop(found.exit_code, found.reason, found.how))
+        assessment = found
+        self.journal.refresh()  # a pause asked for by another writer (the TUI, an MCP client)
+        guard = GuardDecision(action="allow")
+        if not assessment.complete:
+            guard = self.guardrail.before(self.tally.value).get()
+        action = turn(
+            assessment,
+            guard,
+            stop_before=self.stop_before,
+            pause_requested=self.journal.read(lambda s: s.pause_requested),
+            signal=self.interrupt.signal if self.interrupt else "",
+        )
+        if action.kind != "invoke":
+            return self._finish(action)
+        if self.lanes is not None and self.journal.read(lambda s: fan_out(s, self.parallelism)):
+            self.pending = (assessment, guard)
+            return self._lanes_begin()
+        return self._dispatch(assessment, guard)
+
+    def _dispatch(self, assessment: Assessment, guard: GuardDecision) -> None:
+        if assessment.step != self.last_step:
+            if self.last_step == 6 and assessment.step == 4:
+                self._enter(7, "components remain")
+            self._enter(assessment.step, assessment.why)
+            self.last_step = assessment.step
+        self.pending = (assessment, guard)
+        notes: tuple[str, ...] = ()  # the invoker adds what the history holds for the next invocation
+        hint = guard.budget_hint
+        self.tally.add()
+        kind = Kind(assessment.kind)
+        me = self.actor_ref
+        if kind is Kind.PLANNING:
+            if self.parallelism > 1:  # the prompt says how many components are built at once
+                hand(self.planner, STEP, "plan", assessment, hint, notes, parallel=self.parallelism, reply_to=me)
+            else:
+                hand(self.planner, STEP, "plan", assessment, hint, notes, reply_to=me)
+            return
+        assert self.task_runner is not None
+        if kind is Kind.TASK:
+            self.say(f"▶ task {assessment.task} ({assessment.why})")
+            hand(self.task_runner, STEP, "run_task", assessment, hint, notes, reply_to=me)
+        else:
+            hand(self.task_runner, STEP, "verify_scope", assessment, hint, notes, reply_to=me)
+
+    def _step_ended(self, message: JobEnded) -> None:
+        if message.error is not None:
+            raise message.error
+        assert self.pending is not None
+        assessment, _ = self.pending
+        outcome: StepOutcome = message.result
+        self.say(("✓ " if outcome.ok else "✗ ") + outcome.detail)
+        stop = settle(outcome.ok, outcome.error_kind, outcome.detail, signal=self.interrupt.signal)
+        if stop is not None:
+            return self._finish(stop)
+        churn = self.guardrail.after(assessment, outcome).get()
+        if churn.action == "pause":
+            return self._finish(churn_stop(churn))
+        return self._place_turn()
+
+    def _enter(self, step: int, why: str) -> None:
+        phase = phase_of(step).value
+        self.journal.record(ev.StepEntered(phase=phase, step=step, why=why))
+        self.say(f"→ step {step}/7 {STEP_NAMES[step]} ({phase}): {why}")
+
+    # -- lanes --------------------------------------------------------------------------------------------
+
+    def _lanes_reset(self) -> None:
         self.slots: list[str | None] = [None] * self.parallelism
         self.running: dict[str, LaneHandle] = {}
         self.held: dict[str, str] = {}  # claimed item → the worker name it was claimed under
-        self.jobs: dict[str, tuple[Assessment, StepOutcome | None]] = {}  # planning / module verification
+        self.jobs: dict[str, Assessment] = {}  # planning / module verification under way
         self.given_up: dict[str, str] = {}
-        self.done: queue.Queue[tuple[str, object]] = queue.Queue()
         self.stopping: Action | None = None
         self.draining = False
         self.error: BaseException | None = None
         self.step = 0
-        self.renew_at = self.clock() + self.lease / 3
-        try:
-            return self._loop()
-        finally:
-            for handle in self.running.values():
-                handle.stop.set()
-            self._release_all("stopped")
+        self.version = 0
 
-    def _loop(self) -> Action | None:
+    def _lanes_begin(self) -> None:
+        self.mode = "lanes"
+        self._lanes_reset()
+        self.version = self.journal.version
+        self.renew_at = self.clock() + self.lease / 3
+        self._lanes_turn()
+
+    def _lanes_over(self, action: Action | None) -> None:
+        """Lane work is over (``action``: how the run ends; None: it goes on)."""
+        self._release_all("stopped")
+        if self.error is not None:
+            return self._fail(self.error)
+        if action is not None or self.worker_mode:
+            return self._finish(action)
+        if self.journal.version != self.version:  # lanes did work: the next turn is on the module branch
+            self.last_step = 6
+            return self._place_turn()
+        assert self.pending is not None  # nothing could be done in lanes: this turn's step goes on here
+        self.mode = "place"
+        return self._dispatch(*self.pending)
+
+    def _lanes_turn(self) -> None:
         while True:
             if self.interrupt and (self.stopping is None or self.stopping.error_kind != "interrupted"):
-                self.stopping = interrupted(getattr(self.interrupt, "signal", "") or "SIGINT")
+                self.stopping = interrupted(self.interrupt.signal or "SIGINT")
             if self.stopping is None and not self.draining and self.error is None:
                 self._look()
             self._renew()
@@ -124,9 +355,7 @@ class ForemanActor(pykka.ThreadingActor):
                 for handle in self.running.values():
                     handle.stop.set()
                 if not self._busy():
-                    if self.error is not None:
-                        raise self.error
-                    return self.stopping
+                    return self._lanes_over(self.stopping)
             else:
                 work = self._start()
                 if self.stopping is not None or self.draining:
@@ -134,9 +363,25 @@ class ForemanActor(pykka.ThreadingActor):
                 if not self._busy():
                     end = self._idle(work)
                     if end is not None or not work.held:
-                        return end
+                        return self._lanes_over(end)
                     waiting = True
-            self._wait(POLL if waiting else min(POLL, max(self.renew_at - self.clock(), 0.05)))
+            return self._tick(POLL if waiting else min(POLL, max(self.renew_at - self.clock(), 0.05)))
+
+    def _tick(self, seconds: float) -> None:
+        """Look again in ``seconds`` unless a message comes first (one tick asked for at a time)."""
+        if self.ticking:
+            return
+        if self.ticker is None:
+            self.ticker = TickerActor.start(self.actor_ref, self.halt)
+        self.ticks += 1
+        self.ticking = True
+        self.ticker.tell(After(seconds, self.ticks))
+
+    def _stop_ticker(self) -> None:
+        self.halt.set()
+        if self.ticker is not None:
+            self.ticker.stop(block=False)
+            self.ticker = None
 
     def _look(self) -> None:
         """The spec (the Assessor: an unapproved edit stops, an approved change is drift), a person's
@@ -145,8 +390,7 @@ class ForemanActor(pykka.ThreadingActor):
         if isinstance(found, Stop):
             with contextlib.suppress(JournalClosed):
                 self.journal.record(ev.SessionPaused(reason=found.reason, error_kind="spec"))
-            reason = f"{found.reason}; {found.how}"
-            self.stopping = Action(kind="pause", exit_code=found.exit_code, reason=reason, error_kind="spec")
+            self.stopping = spec_stop(found.exit_code, found.reason, found.how)
             return
         requested, replan = self.journal.read(lambda s: (s.pause_requested, s.replan_from))
         if requested:
@@ -155,15 +399,13 @@ class ForemanActor(pykka.ThreadingActor):
             for handle in self.running.values():
                 handle.stop.set()  # planning comes first: the lanes stop after their current step
         elif replan and not self.worker_mode:
-            self.draining = True  # the Conductor plans again
+            self.draining = True  # the module branch plans again
 
     def _busy(self) -> bool:
         return bool(self.running or self.jobs)
 
     def _mine(self, worker: str) -> bool:
         return worker == self.worker or worker.startswith(f"{self.worker}/")
-
-    # -- starting work -------------------------------------------------------------------------------------
 
     def _start(self) -> Work:
         now = self.clock()
@@ -194,13 +436,12 @@ class ForemanActor(pykka.ThreadingActor):
         if work.plan or work.verify_module:
             guard = self.guardrail.before(self.tally.value).get()
             if guard.action in ("pause", "fail"):
-                detail = f"{guard.detail}; {how_to_go_on(guard)}, then run again to resume"
-                code = 2 if guard.action == "pause" else 1
-                self.stopping = Action(kind=guard.action, exit_code=code, reason=detail, error_kind=guard.category)
+                self.stopping = guard_stop(guard)
                 return work
             hint = guard.budget_hint
         else:
             hint = ""
+        me = self.actor_ref
         claimed = []
         lost: list[str] = []  # claims another worker won a moment ago: held by it now, so wait for it
         for slug in work.start:
@@ -211,19 +452,22 @@ class ForemanActor(pykka.ThreadingActor):
                 lost.append(slug)
         if claimed:
             names = ", ".join(slug for slug, _ in claimed)
-            self._enter(6, f"building {names} in parallel lanes" if len(claimed) > 1 else f"building {names} in a lane")
+            self._enter_once(
+                6, f"building {names} in parallel lanes" if len(claimed) > 1 else f"building {names} in a lane"
+            )
         for slug, k in claimed:
             self.slots[k] = slug
+            assert self.lanes is not None
             handle = self.lanes(slug, self.tally)
             self.running[slug] = handle
-            self._watch(f"lane:{slug}", handle.lane.build())
+            hand(handle.lane, f"lane:{slug}", "build", reply_to=me)
         planning_claimed = work.plan and self._claim(PLAN_ITEM, self.worker)
         if work.plan and not planning_claimed:
             lost.append(PLAN_ITEM)
         if planning_claimed:
             step = state.replan_from or (4 if state.planned else 2)
             planning = Assessment(step=step, kind=Kind.PLANNING.value, why=work.why)
-            self._enter(step, work.why)
+            self._enter_once(step, work.why)
             self.tally.add()
             lanes = state.planned and not state.replan_from
             unplanned = [s for s in ready(state) if not state.components[s].tasks and s not in self.given_up]
@@ -236,23 +480,34 @@ class ForemanActor(pykka.ThreadingActor):
                 if lanes and unplanned
                 else ()
             )
-            self.jobs[PLAN_ITEM] = (planning, None)
-            self._watch(PLAN_ITEM, self.planner.plan(planning, hint, notes, parallel=self.parallelism, lanes=lanes))
+            self.jobs[PLAN_ITEM] = planning
+            hand(
+                self.planner,
+                PLAN_ITEM,
+                "plan",
+                planning,
+                hint,
+                notes,
+                parallel=self.parallelism,
+                lanes=lanes,
+                reply_to=me,
+            )
         verifying_claimed = (
             work.verify_module
-            and self.module_runner is not None
+            and self.task_runner is not None
             and MODULE_ITEM not in self.jobs  # one verification of the module at a time
             and self._claim(MODULE_ITEM, self.worker)
         )
-        if work.verify_module and self.module_runner is not None and not verifying_claimed:
+        if work.verify_module and self.task_runner is not None and not verifying_claimed:
             lost.append(MODULE_ITEM)
         if verifying_claimed:
+            assert self.module_git is not None and self.task_runner is not None
             self.module_git.sync().get()
             verifying = Assessment(step=7, kind=Kind.MODULE_VERIFICATION.value, why="every component is complete")
-            self._enter(7, verifying.why)
+            self._enter_once(7, verifying.why)
             self.tally.add()
-            self.jobs[MODULE_ITEM] = (verifying, None)
-            self._watch(MODULE_ITEM, self.module_runner.verify_scope(verifying, hint, ()))
+            self.jobs[MODULE_ITEM] = verifying
+            hand(self.task_runner, MODULE_ITEM, "verify_scope", verifying, hint, (), reply_to=me)
         if lost:
             return msgspec.structs.replace(work, held=(*work.held, *lost))
         return work
@@ -260,70 +515,41 @@ class ForemanActor(pykka.ThreadingActor):
     def _idle(self, work: Work) -> Action | None:
         """Nothing runs and nothing could start: how this ends (None: the caller goes on)."""
         if self.given_up:
-            detail = "; ".join(f"{slug}: {why}" for slug, why in self.given_up.items())
-            return Action(kind="pause", exit_code=2, reason=detail, error_kind="churn")
+            return given_up(self.given_up)
         if work.held or not self.worker_mode:
             return None
         return Action(kind="pause", exit_code=2, reason=f"nothing this worker can do now ({work.why})")
 
-    def _enter(self, step: int, why: str) -> None:
+    def _enter_once(self, step: int, why: str) -> None:
         if step != self.step:
             self.step = step
-            self.journal.record(ev.StepEntered(phase=phase_of(step).value, step=step, why=why))
-            self.say(f"→ step {step}/7 {STEP_NAMES[step]} ({phase_of(step).value}): {why}")
+            self._enter(step, why)
 
-    def _watch(self, key: str, future: pykka.Future[Any]) -> None:
-        """Post ``future``'s result (or its exception) to the loop's queue when it comes."""
-
-        def wait() -> None:
-            try:
-                result: object = future.get()
-            except BaseException as exc:  # handed to the loop, which stops the lanes and re-raises it
-                result = exc
-            self.done.put((key, result))
-
-        threading.Thread(target=wait, name=f"foreman-{key}", daemon=True).start()
-
-    # -- results ---------------------------------------------------------------------------------------
-
-    def _wait(self, timeout: float) -> None:
-        try:
-            key, result = self.done.get(timeout=timeout)
-        except queue.Empty:
-            return
-        self._finished(key, result)
-        while True:  # everything else that finished meanwhile
-            try:
-                key, result = self.done.get_nowait()
-            except queue.Empty:
-                return
-            self._finished(key, result)
-
-    def _finished(self, key: str, result: object) -> None:
-        if isinstance(result, BaseException):
-            self.error = self.error or result
+    def _job_ended(self, message: JobEnded) -> None:
+        key, result = message.key, message.result
+        if message.error is not None:
+            self.error = self.error or message.error
+            result = message.error
         if key.startswith("lane:"):
             self._lane_ended(key.removeprefix("lane:"), result)
             return
         job = self.jobs.pop(key, None)
         self._release(key, "done")
-        if job is None:  # a result this loop no longer waits for
-            return
-        planning, _ = job
-        if not isinstance(result, StepOutcome):
+        if job is None or not isinstance(result, StepOutcome):  # a result this loop no longer waits for
             return
         self.say(("✓ " if result.ok else "✗ ") + result.detail)
-        stop = after(result.ok, result.error_kind, result.detail)
+        stop = settle(result.ok, result.error_kind, result.detail, signal=self.interrupt.signal)
         if stop is not None:
-            self._halt(interrupted(self.interrupt.signal) if result.error_kind == "interrupted" else stop)
+            self._halt(stop)
             return
-        churn = self.guardrail.after(planning, result).get()
+        churn = self.guardrail.after(job, result).get()
         if churn.action == "pause":
-            reason = f"{churn.detail}; {how_to_go_on(churn)}, then run again"
-            self._halt(Action(kind="pause", exit_code=2, reason=reason, error_kind="churn"))
+            self._halt(churn_stop(churn))
 
     def _lane_ended(self, slug: str, result: object) -> None:
-        handle = self.running.pop(slug)
+        handle = self.running.pop(slug, None)
+        if handle is None:
+            return
         self.slots[self.slots.index(slug)] = None
         handle.close()
         outcome = result.outcome if isinstance(result, LaneResult) else "failed"
@@ -402,3 +628,8 @@ class ForemanActor(pykka.ThreadingActor):
                             component=item, worker=worker, reason=f"its process {process} is gone", by=self.worker
                         )
                     )
+
+
+def _tell(ref: pykka.ActorRef[Any], message: object) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(message)

@@ -18,6 +18,9 @@ from actors.metrics import MetricsActor
 from events import catalogue as ev
 from events.journal import Journal
 from lopen.config import Settings
+from lopen.workflow.cycle import how_to_go_on
+
+__all__ = ["GuardrailActor", "check_budget", "how_to_go_on"]
 
 
 def check_budget(used: float, budget: float, warning: float, confirmation: float, what: str) -> GuardDecision | None:
@@ -30,16 +33,6 @@ def check_budget(used: float, budget: float, warning: float, confirmation: float
     if share >= warning:
         return GuardDecision(action="warn", category="budget", detail=figures)
     return None
-
-
-def how_to_go_on(decision: GuardDecision) -> str:
-    """The setting that lets a paused run go on: the budget that ran out, max_iterations, or the churn."""
-    if decision.category == "max_iterations":
-        return "raise workflow.max_iterations (lopen config set workflow.max_iterations N, or --max-iterations N)"
-    if decision.category == "churn":
-        return "fix the cause or edit the plan"
-    key = "premium" if decision.detail.startswith("premium") else "token"
-    return f"raise the budget (lopen config set budget.{key}_budget_per_module N)"
 
 
 class GuardrailActor(pykka.ThreadingActor):

@@ -8,6 +8,9 @@ task, verified by the oracle, committed as a merge of the module branch into the
 when that invocation does not finish it, the component is built again on top of the module branch.
 Before each invocation the lane asks the Guardrail (budgets, max iterations); a task failing again
 and again (churn) stops this lane only: a failure blocks only its dependents.
+
+The Foreman hands a lane its work with a tell (``actors.jobs``: the job ``build``) and the lane tells
+it back how it ended (a ``LaneResult``); the Foreman asks it to stop between steps with ``stop``.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import msgspec
 import pykka
 
 from actors.git import GitActor, MergeResult
-from actors.guardrail import GuardrailActor, how_to_go_on
+from actors.guardrail import GuardrailActor
+from actors.jobs import Reports
 from actors.messages import StepOutcome
 from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
 from events.fold import ModuleState, scope_key
 from events.journal import Journal
-from lopen.workflow.decide import Action, Assessment, after
+from lopen.workflow.cycle import churn_stop, conflicts_stop, guard_stop, settle
+from lopen.workflow.decide import Action, Assessment
 from lopen.workflow.schedule import DONE, MERGE, component_step
 from lopen.workflow.steps import Kind
 
@@ -60,7 +65,7 @@ class LaneResult(msgspec.Struct, frozen=True):
     action: Action | None = None
 
 
-class LaneActor(pykka.ThreadingActor):
+class LaneActor(Reports, pykka.ThreadingActor):
     def __init__(
         self,
         journal: Journal,
@@ -104,14 +109,13 @@ class LaneActor(pykka.ThreadingActor):
                 continue
             guard = self.guardrail.before(self.tally.value).get()
             if guard.action in ("pause", "fail"):
-                detail = f"{guard.detail}; {how_to_go_on(guard)}, then run again to resume"
-                action = Action(kind=guard.action, exit_code=2 if guard.action == "pause" else 1, reason=detail)
-                return LaneResult(slug, "stop-run", detail, msgspec.structs.replace(action, error_kind=guard.category))
+                action = guard_stop(guard)
+                return LaneResult(slug, "stop-run", action.reason, action)
             resolving = self.journal.read(lambda s: s.lanes[slug].resolution_task if slug in s.lanes else "")
             self.tally.add()
             outcome = self._run(step, guard.budget_hint)
             self.say(("✓ " if outcome.ok else "✗ ") + outcome.detail)
-            stop = after(outcome.ok, outcome.error_kind, outcome.detail)
+            stop = settle(outcome.ok, outcome.error_kind, outcome.detail)
             if stop is not None:
                 return LaneResult(slug, "stop-run", outcome.detail, stop)
             if step.task and step.task == resolving and not outcome.ok:
@@ -119,7 +123,7 @@ class LaneActor(pykka.ThreadingActor):
                 continue
             churn = self.guardrail.after(step, outcome).get()
             if churn.action == "pause":
-                return LaneResult(slug, "gave-up", f"{churn.detail}; {how_to_go_on(churn)}, then run again")
+                return LaneResult(slug, "gave-up", churn_stop(churn).reason)
 
     def _run(self, step: Assessment, budget_hint: str) -> StepOutcome:
         if step.kind == Kind.TASK.value:
@@ -138,13 +142,8 @@ class LaneActor(pykka.ThreadingActor):
         slug = self.component
         conflicts = self.journal.read(lambda s: s.lanes[slug].conflicts)
         if conflicts >= MAX_CONFLICTS:
-            files = ", ".join(result.files)
-            return LaneResult(
-                slug,
-                "gave-up",
-                f"merging {slug} conflicted {conflicts + 1} times (last in {files}); merge "
-                f"{self.journal.read(lambda s: s.lanes[slug].branch)} by hand or edit the plan, then run again",
-            )
+            branch = self.journal.read(lambda s: s.lanes[slug].branch)
+            return LaneResult(slug, "gave-up", conflicts_stop(slug, conflicts + 1, result.files, branch))
         self._resolution(result)
         return None
 

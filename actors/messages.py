@@ -1,16 +1,33 @@
 """Messages the actors exchange (immutable msgspec structs).
 
 The workflow's own value types live with its rules: ``lopen.workflow.decide.Assessment`` (where the
-module stands) and ``GuardDecision`` (the Guardrail's answer); these are the rest.
+module stands) and ``GuardDecision`` (the Guardrail's answer); these are the rest. The last four are
+how the run loop is driven (``actors.foreman``): a run begins, jobs end, time passes — told, never
+waited for.
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import msgspec
+import pykka
 
 from lopen.workflow.decide import Assessment, GuardDecision
 
-__all__ = ["Assessment", "GuardDecision", "RunResult", "StepOutcome", "Stop", "Totals", "VerifyRequest"]
+__all__ = [
+    "Assessment",
+    "Begin",
+    "GuardDecision",
+    "Job",
+    "JobEnded",
+    "RunResult",
+    "StepOutcome",
+    "Stop",
+    "Tick",
+    "Totals",
+    "VerifyRequest",
+]
 
 
 class StepOutcome(msgspec.Struct, frozen=True):
@@ -48,3 +65,36 @@ class Totals(msgspec.Struct, frozen=True):
 
     tokens: int = 0
     premium: float = 0.0
+
+
+class Begin(NamedTuple):
+    """To the Foreman: start the run; ``done`` is set to how it ended (``RunResult``, or None when a
+    `lopen worker` found nothing left to do) — the app layer waits on it."""
+
+    done: pykka.Future[Any]
+
+
+class Job(NamedTuple):
+    """To a worker actor (``actors.jobs.Reports``): call ``method(*args, **kwargs)`` and tell
+    ``reply_to`` a ``JobEnded`` with ``key`` when it returns."""
+
+    key: str
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    reply_to: pykka.ActorRef[Any]
+
+
+class JobEnded(NamedTuple):
+    """From a worker actor to the Foreman: the job ``key`` ended with ``result`` (a ``StepOutcome``,
+    a lane's ``LaneResult``), or with ``error``."""
+
+    key: str
+    result: Any = None
+    error: BaseException | None = None
+
+
+class Tick(NamedTuple):
+    """From the Foreman's ticker (``actors.ticker``), or an interruption: time to look again."""
+
+    n: int = 0

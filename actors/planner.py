@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pykka
 
+from actors.jobs import Reports
 from actors.messages import Assessment, StepOutcome
 from events.fold import ModuleState
 from events.journal import Journal
@@ -15,7 +16,7 @@ from lopen.workflow.schedule import buildable
 from lopen.workflow.steps import Kind
 
 
-class PlannerActor(pykka.ThreadingActor):
+class PlannerActor(Reports, pykka.ThreadingActor):
     def __init__(self, journal: Journal, invoker: Invoker) -> None:
         super().__init__()
         self.journal = journal

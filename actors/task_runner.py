@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pykka
 
 from actors.git import GitActor
+from actors.jobs import Reports
 from actors.messages import Assessment, StepOutcome, VerifyRequest
 from events import catalogue as ev
 from events.fold import ModuleState, scope_key
@@ -37,7 +38,7 @@ def task_text(task) -> str:  # type: ignore[no-untyped-def]
     return "\n".join(lines).strip()
 
 
-class TaskRunnerActor(pykka.ThreadingActor):
+class TaskRunnerActor(Reports, pykka.ThreadingActor):
     def __init__(
         self,
         journal: Journal,

@@ -13,6 +13,7 @@ import pytest
 
 from actors.conductor import ConductorActor, Interrupt
 from actors.guardrail import GuardrailActor
+from actors.jobs import Reports
 from actors.messages import Assessment, RunResult, StepOutcome, Stop
 from actors.metrics import MetricsActor
 from events import catalogue as ev
@@ -40,7 +41,7 @@ class Script(pykka.ThreadingActor):
         return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
-class Worker(pykka.ThreadingActor):
+class Worker(Reports, pykka.ThreadingActor):
     """The Planner and the TaskRunner: records that an invocation started (as the Invoker does), keeps
     the notes it was given, and answers with the next scripted outcome (the last repeats)."""
 

@@ -16,6 +16,7 @@ import pytest
 
 from actors.conductor import ConductorActor
 from actors.guardrail import GuardrailActor
+from actors.jobs import Reports
 from actors.messages import Assessment, StepOutcome
 from actors.metrics import MetricsActor
 from events import catalogue as ev
@@ -267,14 +268,14 @@ def test_each_task_s_churn_trip_is_recorded(world: World) -> None:
 # -- the Conductor counts this run's invocations (W10) ----------------------------------------------
 
 
-class AlwaysTask(pykka.ThreadingActor):
+class AlwaysTask(Reports, pykka.ThreadingActor):
     """An Assessor for which the module always has a task to do."""
 
     def assess(self) -> Assessment:
         return TASK
 
 
-class CountingRunner(pykka.ThreadingActor):
+class CountingRunner(Reports, pykka.ThreadingActor):
     """A TaskRunner whose tasks always fail (the Guardrail's churn threshold is set out of reach)."""
 
     def __init__(self) -> None:

@@ -211,7 +211,11 @@ class Crew:
         self.lanes.append(close)
         return LaneHandle(lane, stop, close)
 
-    def foreman(self, interrupt: Any, *, worker_mode: bool = False) -> pykka.ActorProxy[ForemanActor]:
+    def foreman(
+        self, interrupt: Any, *, lanes: bool = True, worker_mode: bool = False, stop_before: str = ""
+    ) -> pykka.ActorProxy[ForemanActor]:
+        """The run's one loop (``actors.foreman``): its steps on the module branch through the module's
+        Planner and TaskRunner, and, with ``lanes``, a lane per component built in parallel."""
         settings = self.parts.settings
         return self.start(
             ForemanActor,
@@ -219,15 +223,16 @@ class Crew:
             assessor=self.assessor,
             guardrail=self.guardrail,
             planner=self.planner,
-            lanes=self.lane,
+            task_runner=self.task_runner,
+            lanes=self.lane if lanes else None,
             module_git=self.git,
-            module_runner=self.task_runner,
             worker=self.worker,
             parallelism=settings.workflow.parallelism,
             lease=settings.workflow.lease,
             say=self.say,
             interrupt=interrupt,
             tally=self.tally,
+            stop_before=stop_before,
             worker_mode=worker_mode,
             alive=lambda worker: worker_alive(self.parts.root, worker),
         )

@@ -5,7 +5,8 @@ fold of its history), holds the module's run lock, and checks — before any ses
 that the spec is approved and unchanged since. A module that is complete stays complete: the run
 says so and exits 0 (``replan=True`` asks for a new plan into the same history). Otherwise it
 resumes the unfinished session or opens a new one, starts the gateway (one Copilot CLI), makes the
-module's worktree, starts the actors, lets the Conductor loop, and always stops them and the CLI.
+module's worktree, starts the actors, begins the Foreman's loop (``actors.foreman``) and waits for
+its end, and always stops them and the CLI.
 Ctrl+C and SIGTERM stop it cleanly (``lopen.app.interrupt``).
 """
 
@@ -16,12 +17,12 @@ import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pykka
 
-from actors.conductor import ConductorActor, Interrupt
+from actors.foreman import Interrupt, begin
 from actors.messages import RunResult
 from events import catalogue as ev
 from events.fold import ModuleState
@@ -321,6 +322,15 @@ def run_module(
             store.close()
 
 
+def wait(done: pykka.Future[Any]) -> Any:
+    """Wait for the run's end in short waits: a signal handler runs between them."""
+    while True:
+        try:
+            return done.get(timeout=0.2)
+        except pykka.Timeout:
+            continue
+
+
 def _run(
     parts: Parts,
     say: Callable[[str], None],
@@ -334,27 +344,7 @@ def _run(
     crew = Crew(parts, say, ask, watch, worker_name())
     try:
         crew.git.ensure(created).get()
-        parallelism = parts.settings.workflow.parallelism
-        conductor = crew.start(
-            ConductorActor,
-            parts.journal,
-            assessor=crew.assessor,
-            guardrail=crew.guardrail,
-            planner=crew.planner,
-            task_runner=crew.task_runner,
-            say=say,
-            stop_before=stop_before,
-            interrupt=interrupt,
-            foreman=crew.foreman(interrupt) if lanes else None,
-            parallelism=parallelism,
-            tally=crew.tally,
-        )
-        future = conductor.run_module()
-        while True:  # short waits: a signal handler runs between them
-            try:
-                return future.get(timeout=0.2)
-            except pykka.Timeout:
-                continue
+        return wait(begin(crew.foreman(interrupt, lanes=lanes, stop_before=stop_before)))
     finally:
         crew.close()
 

@@ -1,7 +1,7 @@
 """Ctrl+C and SIGTERM during a run (X4): stop cleanly, lose nothing, exit 130 (143) within seconds.
 
 The first signal sets the run's ``Interrupt`` and aborts what is in flight — the gateway's model
-sessions and Lopen's own child processes (verify commands, git) — so the Conductor records
+sessions and Lopen's own child processes (verify commands, git) — so the Foreman records
 ``SessionPaused(reason="interrupted")`` and returns; the next run resumes. A second signal exits at
 once (the children are killed first).
 """
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from actors.conductor import Interrupt
+from actors.foreman import Interrupt
 from lopen.process import kill_children
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}

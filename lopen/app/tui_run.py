@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from actors.conductor import Interrupt
+from actors.foreman import Interrupt
 from events.store import EventStore
 from lopen.app.engine import run_module
 from lopen.app.run_contract import ApprovalRequest, RunCallbacks, RunOutcome, StartRun

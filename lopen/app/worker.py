@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from actors.conductor import Interrupt, end_session
+from actors.foreman import Interrupt, begin
 from events.journal import Journal
 from events.locks import WorkerMark, module_lock
 from lopen.app.crew import Crew, Parts
@@ -27,6 +27,7 @@ from lopen.app.engine import (
     keep_plan_file,
     open_session,
     start_gateway,
+    wait,
     worker_name,
     worktree_for,
 )
@@ -98,10 +99,9 @@ def run_worker(
                         try:
                             with module_lock(root, f"{module}.setup"):
                                 crew.git.ensure(created).get()
-                            action = crew.foreman(interrupt, worker_mode=True).run().get()
+                            result = wait(begin(crew.foreman(interrupt, worker_mode=True)))
                         finally:
                             crew.close()
-                        result = end_session(journal, action) if action is not None else None
                 finally:
                     subscription.cancel()
             finally:
