@@ -85,6 +85,18 @@ class GuardrailActor(pykka.ThreadingActor):
                     return self._trip(found, hint=hint)
         return GuardDecision(action="allow", budget_hint=hint)
 
+    def allowance(self) -> tuple[int, str]:
+        """The tokens the next invocation may use before the module's token budget pauses the run (its
+        confirmation threshold), and which budget: the invocation is stopped there, so the budget holds
+        inside a call. (0, "") without a token budget, or once the person chose to go on past it."""
+        budget = self.settings.budget
+        if budget.token_budget_per_module <= 0 or "budget" in self.confirmed:
+            return 0, ""
+        used = self.metrics.module_totals().get().tokens
+        limit = int(budget.token_budget_per_module * budget.confirmation_threshold)
+        why = f"budget.token_budget_per_module: {used:,} of {budget.token_budget_per_module:,} used before it"
+        return limit - used, why
+
     def after(self, assessment: Assessment, outcome: StepOutcome) -> GuardDecision:
         """After an invocation: a step that failed ``workflow.failure_threshold`` times pauses (W7)."""
         key = assessment.task or f"{assessment.kind}:{assessment.component}"

@@ -158,9 +158,14 @@ class Crew:
             watch=self.watch,
             traceparent=lambda invocation_id: telemetry.traceparent(journal.session_id, invocation_id),
             project_root=root,
+            allowance=self._token_allowance,
         )
         oracle.append(self._start(refs, OracleActor, journal, collector, invoker))
         return invoker, ask
+
+    def _token_allowance(self) -> tuple[int, str]:
+        """What the Guardrail leaves the next invocation of the module's token budget (a quick ask)."""
+        return self.guardrail.allowance().get()
 
     def lane(self, component: str, tally: Tally) -> LaneHandle:
         """Start the lane of ``component``: its worktree, Git actor, Oracle, TaskRunner and LaneActor."""

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 
 class InvocationCap:
-    def __init__(self, max_turns: int = 0, max_tokens: int = 0) -> None:
+    def __init__(self, max_turns: int = 0, max_tokens: int = 0, tokens_why: str = "") -> None:
+        """``tokens_why`` names where ``max_tokens`` comes from (default: the configuration's cap; the run
+        passes the module's token budget when less of it is left)."""
         self.max_turns = max_turns
         self.max_tokens = max_tokens
+        self.tokens_why = tokens_why or "copilot.max_tokens_per_invocation"
         self.turns = 0
         self.spent = 0
         self.reached = ""  # why the invocation was stopped ("" = it was not)
@@ -38,8 +41,7 @@ class InvocationCap:
         self.spent += input + output
         if self.max_tokens and self.spent >= self.max_tokens:
             return self._reach(
-                f"the invocation used {self.spent:,} tokens, the most one may use "
-                "(copilot.max_tokens_per_invocation): it was stopped"
+                f"the invocation used {self.spent:,} tokens, the most it could use ({self.tokens_why}): it was stopped"
             )
         return ""
 

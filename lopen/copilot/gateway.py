@@ -360,7 +360,7 @@ class Gateway:
     ) -> InvocationResult:
         from lopen.telemetry.context import attach_parent, detach_parent
 
-        run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens))
+        run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens, request.max_tokens_why))
         begun = time.monotonic()
         session = None
         options = session_options(request, [t.name for t in tools])

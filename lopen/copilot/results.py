@@ -114,6 +114,7 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     conversation_id: str = ""
     max_turns: int = 0  # tool calls before the invocation is stopped (0 = no cap; lopen.copilot.caps)
     max_tokens: int = 0  # input + output tokens before it is stopped (0 = no cap)
+    max_tokens_why: str = ""  # where max_tokens comes from, for the reason the invocation was stopped
 
 
 # Stream events handed to the gateway's callback while a session runs.

@@ -97,7 +97,11 @@ class Invoker:
         watch: Callable[[str, StreamEvent], None] | None = None,
         traceparent: Callable[[str], str] | None = None,
         project_root: Path | None = None,
+        allowance: Callable[[], tuple[int, str]] | None = None,
     ) -> None:
+        """``allowance()`` says how many tokens the next invocation may use before a budget would be
+        crossed, and which budget ((0, "") = no limit): the invocation is stopped there, so a budget
+        holds inside a call, overshot by one model call at most."""
         self.journal = journal
         self.invoke_gateway = invoke_gateway
         self.settings = settings
@@ -106,6 +110,7 @@ class Invoker:
         self.watch = watch
         self.traceparent = traceparent
         self.project_root = project_root  # the user's checkout: the approved spec, the agent instructions
+        self.allowance = allowance
         self.count = 0  # invocations this run made (workflow.max_iterations counts these)
 
     def models_for(self, kind: Kind) -> list[str]:
@@ -169,6 +174,7 @@ class Invoker:
             last_task=last_task_of_component,
             conventions=render(instructions),
         )
+        max_tokens, max_tokens_why = self._token_cap()
         cli_tools: tuple[str, ...] | None = None
         if builder:
             cli_tools = (*CLI_TOOLS[kind], *(("ask_user",) if ask_user is not None else ()))
@@ -179,7 +185,8 @@ class Invoker:
             working_directory=str(self.workdir),
             timeout=self.settings.copilot.invocation_timeout,
             max_turns=self.settings.copilot.max_turns_per_invocation,
-            max_tokens=self.settings.copilot.max_tokens_per_invocation,
+            max_tokens=max_tokens,
+            max_tokens_why=max_tokens_why,
             cli_tools=cli_tools,
             builder=builder,
             guidance=GUIDANCE if builder else "",
@@ -221,6 +228,15 @@ class Invoker:
             error_kind=result.error.kind.value if result.error else "",
             invocation_id=invocation_id,
         )
+
+    def _token_cap(self) -> tuple[int, str]:
+        """The tokens this invocation may use: the configured cap, or what is left of a budget when less."""
+        cap, why = self.settings.copilot.max_tokens_per_invocation, ""
+        if self.allowance is not None:
+            left, budget = self.allowance()
+            if budget and (not cap or left < cap):
+                cap, why = max(left, 1), budget
+        return cap, why
 
     def _instructions(self) -> list[Instructions]:
         if self.project_root is None or not self.settings.copilot.repository_instructions:
