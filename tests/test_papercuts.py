@@ -138,7 +138,7 @@ def test_cli_messages_count_in_the_singular(tmp_path: Path) -> None:
     assert pruned.stdout.splitlines()[-1] == "pruned 1 session; kept the newest 1 completed one of each module"
     rebuilt = lopen(tmp_path, "projections", "rebuild")
     lines = rebuilt.stdout.splitlines()
-    assert lines[0].startswith("rebuilt 3 projections from 5 events")
+    assert lines[0].startswith("rebuilt 3 projections from 6 events")  # 4, a deletion and who asked for it
     assert [line.split() for line in lines[1:4]] == [
         ["sessions", "2", "rows"],
         ["tokens", "0", "rows"],
