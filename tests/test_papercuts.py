@@ -21,7 +21,9 @@ from lopen.text import plural
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 PYTHON_SCRIPTS = sorted(
-    p.name for p in (REPO / "bin").iterdir() if p.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3")
+    p.name
+    for p in (REPO / "bin").iterdir()
+    if p.is_file() and p.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3")
 )
 
 
