@@ -88,3 +88,10 @@ def test_a_guardrail_pause_gives_its_text_when_the_turn_stops_for_another_reason
     """As the Conductor always did: the Guardrail's pause (it was asked and recorded its trip) names the
     setting to change even when a person's pause request stopped the turn as well."""
     assert cycle.turn(TASK, BUDGET, pause_requested="tui") == cycle.guard_stop(BUDGET)
+
+
+def test_an_interruption_wins_over_a_guardrail_pause() -> None:
+    """Ctrl+C during a budget pause ends with 130 (SIGTERM 143), as a script waiting on Lopen expects."""
+    for signal, code in (("SIGINT", 130), ("SIGTERM", 143)):
+        action = cycle.turn(TASK, BUDGET, signal=signal)
+        assert (action.kind, action.exit_code, action.error_kind) == ("pause", code, "interrupted")

@@ -96,10 +96,11 @@ def turn(
 ) -> Action:
     """Before an invocation: ``invoke``, or how the run ends. ``lopen.workflow.decide.decide`` orders
     the reasons (an interruption, completion, a person's pause, ``lopen plan``, the Guardrail); a
-    Guardrail pause of a known category says how to go on — and, as the run has always done, that
-    pause's text is the one given whenever the Guardrail paused and the turn does not go on."""
+    Guardrail pause of a known category says how to go on — and that pause's text is the one given
+    whenever the Guardrail paused and the turn does not go on, except for an interruption: Ctrl+C and
+    SIGTERM end the run with their own exit codes (130, 143) whatever else holds."""
     action = decide(assessment, guard, stop_before=stop_before, pause_requested=pause_requested, interrupted=signal)
-    if action.kind == "pause" and guard.action == "pause" and guard.category:
+    if action.kind == "pause" and guard.action == "pause" and guard.category and action.error_kind != "interrupted":
         return guard_stop(guard)
     return action
 
