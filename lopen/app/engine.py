@@ -301,7 +301,9 @@ def run_module(
                     if replan:
                         journal.record(ev.ReplanRequested(step=2, reason="lopen run --replan", requested_by=who(root)))
                     if message:
-                        queued = ev.UserMessageQueued(message_id=f"msg-{journal.version + 1}", text=message)
+                        from lopen.app.commands import new_message_id
+
+                        queued = ev.UserMessageQueued(message_id=new_message_id(), text=message)
                         journal.record(queued)
                     with (
                         stopping_on_signals(interrupt, gateway.abort, say, gateway.kill),
