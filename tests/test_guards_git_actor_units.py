@@ -23,6 +23,8 @@ from lopen.git import Worktree
 from lopen.project import ensure_lopen_dir, open_store
 
 MODULE = "auth"
+SIGN = ev.TaskSpec(id="core/1", name="Sign tokens")
+SERVE = ev.TaskSpec(id="api/1", name="Serve tokens")
 BRANCH = f"lopen/{MODULE}"
 
 
@@ -309,3 +311,155 @@ def test_a_lane_loads_a_tree_and_starts_afresh_where_asked(world, module):
     assert (worktree.path / "core.py").read_text() == "<<<<<<< conflict\n" and actor.tip().get() == tip
     actor.restart_at(world.base).get()
     assert actor.tip().get() == world.base and not (worktree.path / "core.py").exists()
+
+
+# -- a lane started again, made again, or moved by the model ------------------------------------------
+
+
+def test_a_merged_component_given_work_again_restarts_its_lane_at_the_module_tip(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    into = module.merge("api").get().sha  # a merge commit: neither lane's tip
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    core.stop()
+    again = world.start(core_wt, lane="core")
+    again.ensure().get()
+    assert core_wt.tip() == into != core_tip  # the module as the reviewer judged it, not the lane's old tip
+    assert (core_wt.path / "api.py").is_file()
+    restarted = [e for e in world.events(ev.BranchEnsured) if e.component == "core"][-1]
+    assert (restarted.created, restarted.base, restarted.worktree) == (True, into, str(core_wt.path))
+    state = world.journal.snapshot()
+    assert (state.lanes["core"].base, state.lanes["core"].tip) == (into, into)
+
+
+def test_a_merged_and_done_component_keeps_its_lane_where_it_is(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    module.merge("api").get()
+    core.stop()
+    again = world.start(core_wt, lane="core")
+    again.ensure().get()
+    assert core_wt.tip() == core_tip
+    assert len([e for e in world.events(ev.BranchEnsured) if e.component == "core"]) == 1
+
+
+def test_a_lane_branch_left_by_an_unrecorded_attempt_starts_at_the_module_tip(world, module):
+    stale = world.lane_worktree("core")
+    git(world.root, "branch", stale.branch, world.base)
+    stale.ensure()
+    write(stale.path / "half.py", "H = 1\n")
+    git(stale.path, "add", "-A")
+    git(stale.path, "commit", "-q", "-m", "an attempt never recorded")
+    actor, worktree = lane(world, "core")
+    assert worktree.tip() == world.base
+    assert not (worktree.path / "half.py").exists()
+    (ensured,) = [e for e in world.events(ev.BranchEnsured) if e.component == "core"]
+    assert (ensured.created, ensured.base) == (True, world.base)
+
+
+def test_a_lane_whose_branch_and_worktree_are_gone_is_made_again_at_its_recorded_tip(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    actor.stop()
+    git(world.root, "worktree", "remove", "--force", str(worktree.path))
+    git(world.root, "branch", "-D", worktree.branch)
+    elsewhere = Worktree(world.root, world.root / ".lopen" / "worktrees" / "elsewhere-core", worktree.branch)
+    again = world.start(elsewhere, lane="core")
+    assert again.ensure().get() == worktree.branch
+    assert elsewhere.tip() == tip
+    assert (elsewhere.path / "core.py").read_text() == "C = 1\n"
+    ensured = [e for e in world.events(ev.BranchEnsured) if e.component == "core"]
+    assert [(e.created, e.base, e.worktree) for e in ensured] == [
+        (True, world.base, str(worktree.path)),
+        (False, world.base, str(elsewhere.path)),  # the new folder recorded; the lane not started afresh
+    ]
+    state = world.journal.snapshot()
+    assert (state.lanes["core"].tip, state.lanes["core"].worktree) == (tip, str(elsewhere.path))
+
+
+def test_a_lane_commit_made_but_not_recorded_is_found_and_recorded_not_put_back(world, module):
+    actor, worktree = lane(world, "core")
+    actor.stop()
+    write(worktree.path / "core.py", "C = 1\n")
+    tree = worktree.tree()
+    message = "feat(auth): Sign tokens in core\n\nmade by a run killed before recording it\nLopen-Task: core/1\n"
+    made = worktree.commit(tree, world.base, message)
+    world.complete("core/1", tree)  # no actor listening: owed
+    again = world.start(worktree, lane="core")
+    again.ensure().get()
+    assert worktree.tip() == made
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.sha, commit.task_id, commit.parent, commit.branch) == (made, "core/1", world.base, worktree.branch)
+    assert world.events(ev.GuardrailTripped) == []
+
+
+def test_a_lane_branch_the_model_moved_before_the_commit_is_put_back_and_the_model_told(world, module):
+    actor, worktree = lane(world, "core")
+    write(worktree.path / "core.py", "C = 1\n")
+    tree = worktree.tree()
+    git(worktree.path, "add", "-A")
+    git(worktree.path, "commit", "-q", "-m", "the model's own commit")
+    moved = git(worktree.path, "rev-parse", "HEAD")
+    world.complete("core/1", tree)
+    tip = actor.tip().get()
+    assert tip != moved and git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [world.base]
+    assert git(world.root, "rev-parse", f"{tip}^{{tree}}") == tree
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.sha, commit.parent, commit.branch) == (tip, world.base, worktree.branch)
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == f"{worktree.branch} was moved to {moved[:8]} — put back"
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert f"on {worktree.branch} itself" in note.instruction
+
+
+def test_a_resolution_tasks_commit_merges_the_module_tip_in(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"app.py": "print('core')\n"})
+    api_tip = build(world, api, api_wt, "api/1", {"app.py": "print('api')\n"})
+    into = module.merge("core").get().sha
+    conflict = module.merge("api").get()
+    world.journal.record(
+        ev.TasksRecorded(component="api", tasks=(SERVE, ev.TaskSpec(id="api/2", name="Resolve"))),
+        ev.ComponentMergeConflicted(component="api", into=into, files=conflict.files, task_id="api/2"),
+    )
+    write(api_wt.path / "app.py", "print('both')\n")
+    world.complete("api/2", api_wt.tree())
+    tip = api.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [api_tip, into]
+    commit = world.events(ev.CommitRecorded)[-1]
+    assert (commit.task_id, commit.merge_parent) == ("api/2", into)
+    assert world.journal.snapshot().lanes["api"].resolving == ""
+    world.journal.record(ev.OracleVerdictRecorded(scope="component", target="api", passed=True, tree=api_wt.tree()))
+    result = module.merge("api").get()
+    assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
+
+
+def test_more_work_on_a_merged_lane_is_merged_again(world, module):
+    actor, worktree = lane(world, "core")
+    first = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert module.merge("core").get().sha == first
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    actor.ensure().get()
+    second = build(world, actor, worktree, "core/2", {"core.py": "C = 2\n"})
+    assert second != first
+    result = module.merge("core").get()
+    assert (result.status, result.sha) == ("merged", second)
+    assert module.tip().get() == second
+    assert (world.worktree.path / "core.py").read_text() == "C = 2\n"
+    assert [e.sha for e in world.events(ev.ComponentMerged)] == [first, second]
+
+
+def test_a_merge_the_history_keeps_refusing_gives_up_and_says_why(world, module):
+    actor, worktree = lane(world, "core")
+    write(worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", worktree.tree())  # committed, never verified: every merge is refused
+    with pytest.raises(Exception, match="could not merge component core onto lopen/auth"):
+        module.merge("core").get()
+    assert module.tip().get() == world.base and world.events(ev.ComponentMerged) == []
