@@ -463,3 +463,54 @@ def test_a_merge_the_history_keeps_refusing_gives_up_and_says_why(world, module)
     with pytest.raises(Exception, match="could not merge component core onto lopen/auth"):
         module.merge("core").get()
     assert module.tip().get() == world.base and world.events(ev.ComponentMerged) == []
+
+
+def test_a_spec_approved_while_the_local_branch_is_behind_goes_on_top_of_the_history(world, module):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    core, core_wt = lane(world, "core")
+    merged = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    assert actor.merge("core").get().sha == merged
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", adopted)  # the local branch behind the history
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [merged]  # the merge kept
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"  # the worktree followed
+    assert (world.worktree.path / "docs" / "spec.md").read_text() == "# v2\n"
+    assert world.journal.snapshot().tip == tip
+
+
+def test_a_component_another_machine_built_is_fetched_from_the_remote_and_merged(world, tmp_path_factory, monkeypatch):
+    monkeypatch.setattr("actors.git.FETCH_WAIT_SECONDS", 1.0)  # a wrong fetch fails fast
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    other = tmp_path_factory.mktemp("machine-2") / "clone"
+    git(world.root, "clone", "-q", "-b", BRANCH, str(bare), str(other))
+    git(other, "config", "user.name", "Other")
+    git(other, "config", "user.email", "other@example.com")
+    branch = f"{BRANCH}--core"
+    git(other, "checkout", "-q", "-b", branch)
+    write(other / "core.py", "C = 1\n")
+    git(other, "add", "core.py")
+    git(other, "commit", "-q", "-m", "feat(auth): Sign tokens in core\n\nLopen-Task: core/1\n")
+    git(other, "push", "-q", "origin", branch)
+    tip, tree = git(other, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD^{tree}")
+    assert subprocess.run(["git", "cat-file", "-e", tip], cwd=world.root).returncode != 0  # not here yet
+    world.journal.record(
+        ev.BranchEnsured(branch=branch, created=True, base=world.base, worktree=str(other), component="core"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete", tree=tree),
+        ev.CommitRecorded(sha=tip, message="feat", task_id="core/1", tree=tree, parent=world.base, branch=branch),
+        ev.OracleVerdictRecorded(scope="component", target="core", passed=True, tree=tree),
+    )
+    result = module.merge("core").get()
+    assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
+    assert module.tip().get() == tip and git(bare, "rev-parse", BRANCH) == tip  # moved and published
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"
