@@ -347,6 +347,7 @@ def test_a_merged_and_done_component_keeps_its_lane_where_it_is(world, module):
     again.ensure().get()
     assert core_wt.tip() == core_tip
     assert len([e for e in world.events(ev.BranchEnsured) if e.component == "core"]) == 1
+    assert "lopen: branch restored" not in git(world.root, "log", "-g", "--format=%gs", core_wt.branch)
 
 
 def test_a_lane_branch_left_by_an_unrecorded_attempt_starts_at_the_module_tip(world, module):
@@ -441,12 +442,14 @@ def test_a_resolution_tasks_commit_merges_the_module_tip_in(world, module):
     assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
 
 
-def test_more_work_on_a_merged_lane_is_merged_again(world, module):
+@pytest.mark.parametrize("restarted", [True, False])
+def test_more_work_on_a_merged_lane_is_merged_again(world, module, restarted):
     actor, worktree = lane(world, "core")
     first = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
     assert module.merge("core").get().sha == first
     world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
-    actor.ensure().get()
+    if restarted:
+        actor.ensure().get()  # the lane starts again at the module's tip (the merge)
     second = build(world, actor, worktree, "core/2", {"core.py": "C = 2\n"})
     assert second != first
     result = module.merge("core").get()
@@ -454,6 +457,8 @@ def test_more_work_on_a_merged_lane_is_merged_again(world, module):
     assert module.tip().get() == second
     assert (world.worktree.path / "core.py").read_text() == "C = 2\n"
     assert [e.sha for e in world.events(ev.ComponentMerged)] == [first, second]
+    last = world.events(ev.ComponentMerged)[-1]
+    assert (last.tree, last.branch) == (git(world.root, "rev-parse", f"{second}^{{tree}}"), BRANCH)
 
 
 def test_a_merge_the_history_keeps_refusing_gives_up_and_says_why(world, module):
@@ -483,6 +488,9 @@ def test_a_spec_approved_while_the_local_branch_is_behind_goes_on_top_of_the_his
     assert (world.worktree.path / "core.py").read_text() == "C = 1\n"  # the worktree followed
     assert (world.worktree.path / "docs" / "spec.md").read_text() == "# v2\n"
     assert world.journal.snapshot().tip == tip
+    adopted_v2 = world.events(ev.CommitRecorded)[-1]
+    assert (adopted_v2.sha, adopted_v2.parent, adopted_v2.branch) == (tip, merged, BRANCH)
+    assert adopted_v2.tree == git(world.root, "rev-parse", f"{tip}^{{tree}}")
 
 
 def test_a_component_another_machine_built_is_fetched_from_the_remote_and_merged(world, tmp_path_factory, monkeypatch):
@@ -514,3 +522,121 @@ def test_a_component_another_machine_built_is_fetched_from_the_remote_and_merged
     assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
     assert module.tip().get() == tip and git(bare, "rev-parse", BRANCH) == tip  # moved and published
     assert (world.worktree.path / "core.py").read_text() == "C = 1\n"
+
+
+# -- another machine's work, on the remote ---------------------------------------------------------------
+
+
+def other_machine(world: World, tmp_path_factory, monkeypatch, branch: str = BRANCH) -> tuple[Path, Path]:
+    """A bare remote and a second clone of it (another machine sharing the event store), whose commits this
+    clone lacks until it fetches them; a wrong fetch fails within a second."""
+    monkeypatch.setattr("actors.git.FETCH_WAIT_SECONDS", 1.0)
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    git(world.root, "push", "-q", str(bare), f"HEAD:refs/heads/{branch}")
+    other = tmp_path_factory.mktemp("machine-2") / "clone"
+    git(world.root, "clone", "-q", "-b", branch, str(bare), str(other))
+    git(other, "config", "user.name", "Other")
+    git(other, "config", "user.email", "other@example.com")
+    return bare, other
+
+
+def commit_there(other: Path, branch: str, name: str, text: str) -> tuple[str, str]:
+    git(other, "checkout", "-q", "-B", branch)
+    write(other / name, text)
+    git(other, "add", name)
+    git(other, "commit", "-q", "-m", f"{name}\n\nLopen-Task: {name}\n")
+    git(other, "push", "-q", "-f", "origin", branch)
+    return git(other, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD^{tree}")
+
+
+def lacks(world: World, sha: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", sha], cwd=world.root).returncode != 0
+
+
+def test_a_lane_another_machine_built_is_made_here_from_its_own_branch_on_the_remote(
+    world, tmp_path_factory, monkeypatch
+):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    branch = f"{BRANCH}--core"
+    tip, tree = commit_there(other, branch, "core.py", "C = 1\n")
+    assert lacks(world, tip)
+    world.journal.record(
+        ev.BranchEnsured(branch=branch, created=True, base=world.base, worktree=str(other), component="core"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete", tree=tree),
+        ev.CommitRecorded(sha=tip, message="feat", task_id="core/1", tree=tree, parent=world.base, branch=branch),
+    )
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    assert actor.ensure().get() == branch
+    assert worktree.tip() == tip and (worktree.path / "core.py").read_text() == "C = 1\n"
+
+
+def test_a_module_tip_only_on_the_remote_is_fetched_by_the_branch_the_history_names(
+    world, tmp_path_factory, monkeypatch
+):
+    """The module branch here is ``team/auth`` (as recorded), not ``lopen/auth``: the fetches name it."""
+    branch = "team/auth"
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch, branch)
+    module_wt = Worktree(world.root, world.root / ".lopen" / "worktrees" / MODULE, branch)
+    module = world.start(module_wt, remote=str(bare))
+    module.ensure().get()
+    core, core_wt = lane(world, "core")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    git(other, "fetch", "-q", "origin")
+    into, tree = commit_there(other, branch, "other.py", "O = 1\n")  # another machine's work on the module
+    assert lacks(world, into)
+    world.journal.record(ev.CommitRecorded(sha=into, message="o", tree=tree, parent=world.base, branch=branch))
+    result = module.merge("core").get()  # onto the module's tip, fetched first
+    assert result.status == "merged" and not result.fast_forward
+    assert git(world.root, "rev-list", "--parents", "-n1", result.sha).split()[1:] == [into, core_tip]
+    assert git(bare, "rev-parse", branch) == result.sha
+
+
+def test_a_merge_leaves_a_module_branch_a_person_moved_elsewhere_alone(world, module):
+    actor, worktree = lane(world, "core")
+    build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    write(world.worktree.path / "mine.py", "M = 1\n")
+    git(world.worktree.path, "add", "mine.py")
+    git(world.worktree.path, "commit", "-q", "-m", "a person's own commit")
+    mine = git(world.worktree.path, "rev-parse", "HEAD")
+    assert module.merge("core").get().status == "merged"  # recorded on Lopen's history
+    assert git(world.root, "rev-parse", BRANCH) == mine  # the person's commit is not thrown off the branch
+    assert (world.worktree.path / "mine.py").is_file()
+
+
+def test_a_merge_onto_a_module_branch_left_behind_brings_the_worktree_to_the_merge(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # behind: e.g. another clone's
+    git(world.worktree.path, "reset", "-q", "--hard", world.base)
+    sha = module.merge("api").get().sha
+    assert module.tip().get() == sha
+    assert (world.worktree.path / "core.py").is_file() and (world.worktree.path / "api.py").is_file()
+    assert module.leftovers().get() == []
+
+
+def test_a_lane_starts_at_a_module_tip_only_on_the_remote_fetched_by_the_branch_the_history_names(
+    world, tmp_path_factory, monkeypatch
+):
+    branch = "team/auth"
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch, branch)
+    module_wt = Worktree(world.root, world.root / ".lopen" / "worktrees" / MODULE, branch)
+    world.start(module_wt, remote=str(bare)).ensure().get()
+    into, tree = commit_there(other, branch, "other.py", "O = 1\n")
+    assert lacks(world, into)
+    world.journal.record(ev.CommitRecorded(sha=into, message="o", tree=tree, parent=world.base, branch=branch))
+    api_wt = world.lane_worktree("api")
+    world.start(api_wt, lane="api", remote=str(bare)).ensure().get()
+    assert api_wt.tip() == into and (api_wt.path / "other.py").is_file()
+
+
+def test_sync_before_the_branch_was_recorded_leaves_a_branch_of_that_name_alone(world):
+    git(world.root, "branch", BRANCH, world.base)
+    actor = world.start()
+    assert actor.sync().get() == ""
+    assert git(world.root, "rev-parse", BRANCH) == world.base
