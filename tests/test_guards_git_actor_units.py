@@ -640,3 +640,80 @@ def test_sync_before_the_branch_was_recorded_leaves_a_branch_of_that_name_alone(
     actor = world.start()
     assert actor.sync().get() == ""
     assert git(world.root, "rev-parse", BRANCH) == world.base
+
+
+# -- the module branch: made again, moved, told -------------------------------------------------------
+
+
+def test_another_modules_spec_change_never_commits_this_modules_unapproved_spec(world):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# approved\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    tip = actor.tip().get()
+    write(spec, "# edited, not approved\n")
+    other = Journal(world.store, world.project, "billing")
+    other.open_session(ev.SessionStarted(lopen_version="test"))
+    other.record(ev.SpecDriftDetected())
+    world.journal.record(ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"))
+    assert actor.tip().get() == tip
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# approved"
+
+
+def test_a_module_branch_the_model_deleted_before_the_commit_is_put_back_and_told(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    tree = world.worktree.tree()
+    git(world.root, "update-ref", "-d", f"refs/heads/{BRANCH}")
+    world.journal.record(
+        ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"),
+        ev.TaskStatusChanged(
+            task_id="core/1", from_state="in-progress", to_state="complete", tree=tree, invocation_id="inv-7"
+        ),
+    )
+    tip = module.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [world.base]
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == f"{BRANCH} was moved to nothing — put back"
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.message, commit.invocation_id, commit.merge_parent) == ("feat(auth): Sign tokens in core", "inv-7", "")
+
+
+def test_a_module_branch_and_worktree_gone_are_made_again_where_the_history_says(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    tip = module.tip().get()
+    assert tip != world.base
+    git(world.root, "worktree", "remove", "--force", str(world.worktree.path))
+    git(world.root, "branch", "-D", BRANCH)
+    moved = Worktree(world.root, world.root / ".lopen" / "worktrees" / "auth-moved", BRANCH)
+    again = world.start(moved)
+    again.ensure().get()
+    assert moved.tip() == tip and (moved.path / "a.py").read_text() == "A = 1\n"
+    assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
+    assert world.journal.snapshot().worktree == str(moved.path)
+
+
+def test_a_fresh_clone_makes_the_module_branch_from_the_remote_where_the_history_says(
+    world, tmp_path_factory, monkeypatch
+):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    tip, tree = commit_there(other, BRANCH, "a.py", "A = 1\n")
+    assert lacks(world, tip)
+    world.journal.record(
+        ev.BranchEnsured(branch=BRANCH, created=True, base=world.base, worktree=str(other)),
+        ev.CommitRecorded(sha=tip, message="a", tree=tree, parent=world.base, branch=BRANCH),
+    )
+    actor = world.start(remote=str(bare))
+    actor.ensure().get()
+    assert world.worktree.tip() == tip and (world.worktree.path / "a.py").read_text() == "A = 1\n"
+    assert world.events(ev.Reverted) == []
+
+
+def test_a_module_worktree_made_in_a_new_folder_is_recorded_there(world, module):
+    git(world.root, "worktree", "remove", "--force", str(world.worktree.path))  # the branch stays
+    moved = Worktree(world.root, world.root / ".lopen" / "worktrees" / "auth-moved", BRANCH)
+    world.start(moved).ensure().get()
+    assert moved.tip() == world.base
+    last = world.events(ev.BranchEnsured)[-1]
+    assert (last.created, last.worktree, last.base) == (False, str(moved.path), world.base)
+    assert world.journal.snapshot().worktree == str(moved.path)
