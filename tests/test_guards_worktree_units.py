@@ -544,3 +544,34 @@ def test_find_commit_after_a_commit_this_clone_lacks_finds_nothing_and_does_not_
     tree = wt.tree()
     wt.commit(tree, wt.tip(), "task\n\nLopen-Task: core/1\n")
     assert wt.find_commit(tree, "0" * 40, "Lopen-Task: core/1") is None
+
+
+def test_a_head_that_cannot_be_read_is_no_branch_and_no_crash(repo, wt):
+    private = Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+    (private / "HEAD").unlink()
+    (private / "HEAD").mkdir()  # unreadable as a file (root reads any file, so a folder stands in)
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == ""
+
+
+def test_a_large_changed_file_after_a_deleted_one_is_still_left_out(repo):
+    write(repo / "a_gone.txt", "x\n")
+    write(repo / "b_big.txt", "x\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "more")
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=10)
+    wt.ensure()
+    (wt.path / "a_gone.txt").unlink()
+    write(wt.path / "b_big.txt", "x" * 50)
+    tree = wt.tree()
+    assert wt.left_out == [("b_big.txt", 50)]
+    assert git(repo, "show", f"{tree}:b_big.txt") == "x"  # the tip's version stays
+    assert "a_gone.txt" not in git(repo, "ls-tree", "--name-only", tree).split()
+
+
+def test_commit_file_of_a_spec_named_like_a_branch_commits_that_file_only(repo, wt):
+    tip = wt.tip()
+    write(wt.path / "staged.py", "S = 1\n")
+    git(wt.path, "add", "staged.py")
+    sha = wt.commit_file("main", b"# spec named main\n", tip, "docs: spec")  # "main" is also a branch
+    assert wt.tip() == sha and (wt.path / "main").read_bytes() == b"# spec named main\n"
+    assert git(wt.path, "diff", "--cached", "--name-only").split() == ["staged.py"]
