@@ -357,7 +357,7 @@ def test_a_lane_branch_left_by_an_unrecorded_attempt_starts_at_the_module_tip(wo
     write(stale.path / "half.py", "H = 1\n")
     git(stale.path, "add", "-A")
     git(stale.path, "commit", "-q", "-m", "an attempt never recorded")
-    actor, worktree = lane(world, "core")
+    _actor, worktree = lane(world, "core")
     assert worktree.tip() == world.base
     assert not (worktree.path / "half.py").exists()
     (ensured,) = [e for e in world.events(ev.BranchEnsured) if e.component == "core"]
@@ -462,11 +462,18 @@ def test_more_work_on_a_merged_lane_is_merged_again(world, module, restarted):
 
 
 def test_a_merge_the_history_keeps_refusing_gives_up_and_says_why(world, module):
-    actor, worktree = lane(world, "core")
+    from lopen.git import GitError
+
+    _actor, worktree = lane(world, "core")
     write(worktree.path / "core.py", "C = 1\n")
     world.complete("core/1", worktree.tree())  # committed, never verified: every merge is refused
-    with pytest.raises(Exception, match="could not merge component core onto lopen/auth"):
+    with pytest.raises(GitError) as refused:
         module.merge("core").get()
+    assert (refused.value.what, refused.value.why, refused.value.how) == (
+        "could not merge component core onto lopen/auth",
+        "other merges kept coming first",
+        "run the module again: the merge is tried again",
+    )
     assert module.tip().get() == world.base and world.events(ev.ComponentMerged) == []
 
 
@@ -675,7 +682,11 @@ def test_a_module_branch_the_model_deleted_before_the_commit_is_put_back_and_tol
     (tripped,) = world.events(ev.GuardrailTripped)
     assert tripped.detail == f"{BRANCH} was moved to nothing — put back"
     (commit,) = world.events(ev.CommitRecorded)
-    assert (commit.message, commit.invocation_id, commit.merge_parent) == ("feat(auth): Sign tokens in core", "inv-7", "")
+    assert (commit.message, commit.invocation_id, commit.merge_parent) == (
+        "feat(auth): Sign tokens in core",
+        "inv-7",
+        "",
+    )
 
 
 def test_a_module_branch_and_worktree_gone_are_made_again_where_the_history_says(world, module):
