@@ -728,3 +728,34 @@ def test_a_module_worktree_made_in_a_new_folder_is_recorded_there(world, module)
     last = world.events(ev.BranchEnsured)[-1]
     assert (last.created, last.worktree, last.base) == (False, str(moved.path), world.base)
     assert world.journal.snapshot().worktree == str(moved.path)
+
+
+def test_a_merge_that_meets_another_workers_commit_is_merged_again_on_top_of_it(world, module, monkeypatch):
+    """Another worker records work on the module branch while this merge is computed: the merge's record
+    is refused, and it is computed again on that work, which it keeps."""
+    import actors.git as git_actor
+
+    actor, worktree = lane(world, "core")
+    core_tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    other = Journal(world.store, world.project, MODULE)  # another worker, on the same history
+    write(world.root / "theirs.txt", "T\n")
+    git(world.root, "add", "theirs.txt")
+    tree = git(world.root, "write-tree")
+    git(world.root, "reset", "-q")
+    theirs = git(world.root, "commit-tree", tree, "-p", world.base, "-m", "their work")
+    real = git_actor.is_ancestor
+    calls: list[int] = []
+
+    def meanwhile(*args: object) -> bool:
+        if not calls:
+            other.refresh()
+            other.record(ev.CommitRecorded(sha=theirs, message="t", tree=tree, parent=world.base, branch=BRANCH))
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(git_actor, "is_ancestor", meanwhile)
+    result = module.merge("core").get()
+    assert result.status == "merged" and not result.fast_forward
+    assert git(world.root, "rev-list", "--parents", "-n1", result.sha).split()[1:] == [theirs, core_tip]
+    assert [e.parent for e in world.events(ev.ComponentMerged)] == [theirs]
+    assert module.tip().get() == result.sha
