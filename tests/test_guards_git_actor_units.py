@@ -759,3 +759,37 @@ def test_a_merge_that_meets_another_workers_commit_is_merged_again_on_top_of_it(
     assert git(world.root, "rev-list", "--parents", "-n1", result.sha).split()[1:] == [theirs, core_tip]
     assert [e.parent for e in world.events(ev.ComponentMerged)] == [theirs]
     assert module.tip().get() == result.sha
+
+
+def test_a_spec_adopted_while_another_worker_commits_goes_on_top_of_that_commit(world, monkeypatch):
+    """The spec's commit is made, then its record is refused (another worker's commit came first): it is
+    made again on that commit, and the branch ends where the history says."""
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    other = Journal(world.store, world.project, MODULE)
+    theirs = world.worktree.commit(world.worktree.tree_of(adopted), adopted, "their work")
+    world.worktree.move_branch(adopted)  # made on the other worker's clone: not on this branch yet
+    real = Worktree.tree_of
+    calls: list[int] = []
+
+    def meanwhile(self: Worktree, commit: str) -> str:
+        if not calls:
+            other.refresh()
+            other.record(
+                ev.CommitRecorded(sha=theirs, message="t", tree=real(self, theirs), parent=adopted, branch=BRANCH)
+            )
+        calls.append(1)
+        return real(self, commit)
+
+    monkeypatch.setattr(Worktree, "tree_of", meanwhile)
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [theirs]
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
+    assert (world.worktree.path / "docs" / "spec.md").read_text() == "# v2\n" and actor.leftovers().get() == []
+    world.journal.refresh()
+    assert world.journal.snapshot().tip == tip
