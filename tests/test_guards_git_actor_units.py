@@ -793,3 +793,37 @@ def test_a_spec_adopted_while_another_worker_commits_goes_on_top_of_that_commit(
     assert (world.worktree.path / "docs" / "spec.md").read_text() == "# v2\n" and actor.leftovers().get() == []
     world.journal.refresh()
     assert world.journal.snapshot().tip == tip
+
+
+def test_a_spec_change_never_throws_a_persons_commit_off_the_module_branch(world):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    write(world.worktree.path / "mine.py", "M = 1\n")
+    git(world.worktree.path, "add", "mine.py")
+    git(world.worktree.path, "commit", "-q", "-m", "a person's own commit")
+    mine = git(world.worktree.path, "rev-parse", "HEAD")
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    actor.tip().get()
+    assert git(world.root, "rev-parse", BRANCH) == mine
+
+
+def test_a_spec_change_after_another_machines_commit_goes_on_it_fetched(world, tmp_path_factory, monkeypatch):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"), remote=str(bare))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    git(other, "pull", "-q", "origin", BRANCH)
+    theirs, tree = commit_there(other, BRANCH, "theirs.py", "T = 1\n")
+    assert lacks(world, theirs)
+    world.journal.record(ev.CommitRecorded(sha=theirs, message="t", tree=tree, parent=adopted, branch=BRANCH))
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [theirs]
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
+    assert git(bare, "rev-parse", BRANCH) == tip
