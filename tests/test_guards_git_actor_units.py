@@ -827,3 +827,16 @@ def test_a_spec_change_after_another_machines_commit_goes_on_it_fetched(world, t
     assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [theirs]
     assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
     assert git(bare, "rev-parse", BRANCH) == tip
+
+
+def test_a_lane_started_afresh_at_another_machines_commit_fetches_it_first(world, tmp_path_factory, monkeypatch):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    world.start(remote=str(bare)).ensure().get()
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    actor.ensure().get()
+    theirs, _tree = commit_there(other, BRANCH, "theirs.py", "T = 1\n")
+    assert lacks(world, theirs)
+    actor.restart_at(theirs).get()
+    assert worktree.tip() == theirs and (worktree.path / "theirs.py").is_file()
+    assert git(bare, "rev-parse", worktree.branch) == theirs  # published
