@@ -840,3 +840,27 @@ def test_a_lane_started_afresh_at_another_machines_commit_fetches_it_first(world
     actor.restart_at(theirs).get()
     assert worktree.tip() == theirs and (worktree.path / "theirs.py").is_file()
     assert git(bare, "rev-parse", worktree.branch) == theirs  # published
+
+
+def test_a_module_branch_a_person_reset_is_followed_and_the_lost_tasks_reopened(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    committed = module.tip().get()
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # a person's reset, between runs
+    world.start().ensure().get()
+    (reverted,) = world.events(ev.Reverted)
+    assert (reverted.from_sha, reverted.to_sha) == (committed, world.base)
+    assert [e.task_id for e in world.events(ev.TaskReopened)] == ["core/1"]
+    assert world.journal.snapshot().tip == world.base
+
+
+def test_a_lane_with_work_after_its_merge_keeps_that_work_when_made_again(world, module):
+    actor, worktree = lane(world, "core")
+    first = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    module.merge("core").get()
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    second = build(world, actor, worktree, "core/2", {"core.py": "C = 2\n"})  # on the lane, not merged yet
+    assert second != first
+    actor.stop()
+    world.start(worktree, lane="core").ensure().get()  # the next run
+    assert worktree.tip() == second and (worktree.path / "core.py").read_text() == "C = 2\n"
