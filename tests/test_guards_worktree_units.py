@@ -575,3 +575,16 @@ def test_commit_file_of_a_spec_named_like_a_branch_commits_that_file_only(repo, 
     sha = wt.commit_file("main", b"# spec named main\n", tip, "docs: spec")  # "main" is also a branch
     assert wt.tip() == sha and (wt.path / "main").read_bytes() == b"# spec named main\n"
     assert git(wt.path, "diff", "--cached", "--name-only").split() == ["staged.py"]
+
+
+def test_a_file_the_branch_tracks_stays_in_the_next_tree_after_the_tip_moved_though_ignored(repo):
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", ignore=("*.md",))
+    wt.ensure()
+    first = wt.tree()  # the private index, read from the tip
+    tip = wt.commit_file("docs/spec.md", b"# spec\n", wt.tip(), "docs: spec")  # the tip moves
+    assert first != wt.tree_of(tip)
+    write(wt.path / "notes.md", "ignored\n")
+    tree = wt.tree()
+    names = git(repo, "ls-tree", "-r", "--name-only", tree).split()
+    assert "docs/spec.md" in names and "notes.md" not in names
+    assert tree == wt.tree_of(tip) and wt.dirty_files() == []
