@@ -588,3 +588,17 @@ def test_a_file_the_branch_tracks_stays_in_the_next_tree_after_the_tip_moved_tho
     names = git(repo, "ls-tree", "-r", "--name-only", tree).split()
     assert "docs/spec.md" in names and "notes.md" not in names
     assert tree == wt.tree_of(tip) and wt.dirty_files() == []
+
+
+def test_a_file_grown_too_large_after_an_earlier_tree_keeps_the_tips_version(repo):
+    write(repo / "b.txt", "x\n")
+    git(repo, "add", "b.txt")
+    git(repo, "commit", "-q", "-m", "b")
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=10)
+    wt.ensure()
+    write(wt.path / "b.txt", "y\n")
+    assert git(repo, "show", f"{wt.tree()}:b.txt") == "y"  # the private index now holds this version
+    write(wt.path / "b.txt", "z" * 50)
+    tree = wt.tree()
+    assert wt.left_out == [("b.txt", 50)]
+    assert git(repo, "show", f"{tree}:b.txt") == "x"  # the tip's, not the earlier tree's
