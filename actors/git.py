@@ -251,6 +251,7 @@ class GitActor(pykka.ThreadingActor):
                     ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
                 )
             except Contradiction:
+                self.worktree.move_branch(parent)  # not recorded: the next try goes on the history's tip
                 continue
             self._publish()
             return

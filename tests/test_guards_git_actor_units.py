@@ -23,6 +23,8 @@ from lopen.git import Worktree
 from lopen.project import ensure_lopen_dir, open_store
 
 MODULE = "auth"
+SIGN = ev.TaskSpec(id="core/1", name="Sign tokens")
+SERVE = ev.TaskSpec(id="api/1", name="Serve tokens")
 BRANCH = f"lopen/{MODULE}"
 
 
@@ -309,3 +311,556 @@ def test_a_lane_loads_a_tree_and_starts_afresh_where_asked(world, module):
     assert (worktree.path / "core.py").read_text() == "<<<<<<< conflict\n" and actor.tip().get() == tip
     actor.restart_at(world.base).get()
     assert actor.tip().get() == world.base and not (worktree.path / "core.py").exists()
+
+
+# -- a lane started again, made again, or moved by the model ------------------------------------------
+
+
+def test_a_merged_component_given_work_again_restarts_its_lane_at_the_module_tip(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    into = module.merge("api").get().sha  # a merge commit: neither lane's tip
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    core.stop()
+    again = world.start(core_wt, lane="core")
+    again.ensure().get()
+    assert core_wt.tip() == into != core_tip  # the module as the reviewer judged it, not the lane's old tip
+    assert (core_wt.path / "api.py").is_file()
+    restarted = [e for e in world.events(ev.BranchEnsured) if e.component == "core"][-1]
+    assert (restarted.created, restarted.base, restarted.worktree) == (True, into, str(core_wt.path))
+    state = world.journal.snapshot()
+    assert (state.lanes["core"].base, state.lanes["core"].tip) == (into, into)
+
+
+def test_a_merged_and_done_component_keeps_its_lane_where_it_is(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    module.merge("api").get()
+    core.stop()
+    again = world.start(core_wt, lane="core")
+    again.ensure().get()
+    assert core_wt.tip() == core_tip
+    assert len([e for e in world.events(ev.BranchEnsured) if e.component == "core"]) == 1
+    assert "lopen: branch restored" not in git(world.root, "log", "-g", "--format=%gs", core_wt.branch)
+
+
+def test_a_lane_branch_left_by_an_unrecorded_attempt_starts_at_the_module_tip(world, module):
+    stale = world.lane_worktree("core")
+    git(world.root, "branch", stale.branch, world.base)
+    stale.ensure()
+    write(stale.path / "half.py", "H = 1\n")
+    git(stale.path, "add", "-A")
+    git(stale.path, "commit", "-q", "-m", "an attempt never recorded")
+    _actor, worktree = lane(world, "core")
+    assert worktree.tip() == world.base
+    assert not (worktree.path / "half.py").exists()
+    (ensured,) = [e for e in world.events(ev.BranchEnsured) if e.component == "core"]
+    assert (ensured.created, ensured.base) == (True, world.base)
+
+
+def test_a_lane_whose_branch_and_worktree_are_gone_is_made_again_at_its_recorded_tip(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    actor.stop()
+    git(world.root, "worktree", "remove", "--force", str(worktree.path))
+    git(world.root, "branch", "-D", worktree.branch)
+    elsewhere = Worktree(world.root, world.root / ".lopen" / "worktrees" / "elsewhere-core", worktree.branch)
+    again = world.start(elsewhere, lane="core")
+    assert again.ensure().get() == worktree.branch
+    assert elsewhere.tip() == tip
+    assert (elsewhere.path / "core.py").read_text() == "C = 1\n"
+    ensured = [e for e in world.events(ev.BranchEnsured) if e.component == "core"]
+    assert [(e.created, e.base, e.worktree) for e in ensured] == [
+        (True, world.base, str(worktree.path)),
+        (False, world.base, str(elsewhere.path)),  # the new folder recorded; the lane not started afresh
+    ]
+    state = world.journal.snapshot()
+    assert (state.lanes["core"].tip, state.lanes["core"].worktree) == (tip, str(elsewhere.path))
+
+
+def test_a_lane_commit_made_but_not_recorded_is_found_and_recorded_not_put_back(world, module):
+    actor, worktree = lane(world, "core")
+    actor.stop()
+    write(worktree.path / "core.py", "C = 1\n")
+    tree = worktree.tree()
+    message = "feat(auth): Sign tokens in core\n\nmade by a run killed before recording it\nLopen-Task: core/1\n"
+    made = worktree.commit(tree, world.base, message)
+    world.complete("core/1", tree)  # no actor listening: owed
+    again = world.start(worktree, lane="core")
+    again.ensure().get()
+    assert worktree.tip() == made
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.sha, commit.task_id, commit.parent, commit.branch) == (made, "core/1", world.base, worktree.branch)
+    assert world.events(ev.GuardrailTripped) == []
+
+
+def test_a_lane_branch_the_model_moved_before_the_commit_is_put_back_and_the_model_told(world, module):
+    actor, worktree = lane(world, "core")
+    write(worktree.path / "core.py", "C = 1\n")
+    tree = worktree.tree()
+    git(worktree.path, "add", "-A")
+    git(worktree.path, "commit", "-q", "-m", "the model's own commit")
+    moved = git(worktree.path, "rev-parse", "HEAD")
+    world.complete("core/1", tree)
+    tip = actor.tip().get()
+    assert tip != moved and git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [world.base]
+    assert git(world.root, "rev-parse", f"{tip}^{{tree}}") == tree
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.sha, commit.parent, commit.branch) == (tip, world.base, worktree.branch)
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == f"{worktree.branch} was moved to {moved[:8]} — put back"
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert f"on {worktree.branch} itself" in note.instruction
+
+
+def test_a_resolution_tasks_commit_merges_the_module_tip_in(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"app.py": "print('core')\n"})
+    api_tip = build(world, api, api_wt, "api/1", {"app.py": "print('api')\n"})
+    into = module.merge("core").get().sha
+    conflict = module.merge("api").get()
+    world.journal.record(
+        ev.TasksRecorded(component="api", tasks=(SERVE, ev.TaskSpec(id="api/2", name="Resolve"))),
+        ev.ComponentMergeConflicted(component="api", into=into, files=conflict.files, task_id="api/2"),
+    )
+    write(api_wt.path / "app.py", "print('both')\n")
+    world.complete("api/2", api_wt.tree())
+    tip = api.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [api_tip, into]
+    commit = world.events(ev.CommitRecorded)[-1]
+    assert (commit.task_id, commit.merge_parent) == ("api/2", into)
+    assert world.journal.snapshot().lanes["api"].resolving == ""
+    world.journal.record(ev.OracleVerdictRecorded(scope="component", target="api", passed=True, tree=api_wt.tree()))
+    result = module.merge("api").get()
+    assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
+
+
+@pytest.mark.parametrize("restarted", [True, False])
+def test_more_work_on_a_merged_lane_is_merged_again(world, module, restarted):
+    actor, worktree = lane(world, "core")
+    first = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert module.merge("core").get().sha == first
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    if restarted:
+        actor.ensure().get()  # the lane starts again at the module's tip (the merge)
+    second = build(world, actor, worktree, "core/2", {"core.py": "C = 2\n"})
+    assert second != first
+    result = module.merge("core").get()
+    assert (result.status, result.sha) == ("merged", second)
+    assert module.tip().get() == second
+    assert (world.worktree.path / "core.py").read_text() == "C = 2\n"
+    assert [e.sha for e in world.events(ev.ComponentMerged)] == [first, second]
+    last = world.events(ev.ComponentMerged)[-1]
+    assert (last.tree, last.branch) == (git(world.root, "rev-parse", f"{second}^{{tree}}"), BRANCH)
+
+
+def test_a_merge_the_history_keeps_refusing_gives_up_and_says_why(world, module):
+    from lopen.git import GitError
+
+    _actor, worktree = lane(world, "core")
+    write(worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", worktree.tree())  # committed, never verified: every merge is refused
+    with pytest.raises(GitError) as refused:
+        module.merge("core").get()
+    assert (refused.value.what, refused.value.why, refused.value.how) == (
+        "could not merge component core onto lopen/auth",
+        "other merges kept coming first",
+        "run the module again: the merge is tried again",
+    )
+    assert module.tip().get() == world.base and world.events(ev.ComponentMerged) == []
+
+
+def test_a_spec_approved_while_the_local_branch_is_behind_goes_on_top_of_the_history(world, module):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    core, core_wt = lane(world, "core")
+    merged = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    assert actor.merge("core").get().sha == merged
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", adopted)  # the local branch behind the history
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [merged]  # the merge kept
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"  # the worktree followed
+    assert (world.worktree.path / "docs" / "spec.md").read_text() == "# v2\n"
+    assert world.journal.snapshot().tip == tip
+    adopted_v2 = world.events(ev.CommitRecorded)[-1]
+    assert (adopted_v2.sha, adopted_v2.parent, adopted_v2.branch) == (tip, merged, BRANCH)
+    assert adopted_v2.tree == git(world.root, "rev-parse", f"{tip}^{{tree}}")
+
+
+def test_a_component_another_machine_built_is_fetched_from_the_remote_and_merged(world, tmp_path_factory, monkeypatch):
+    monkeypatch.setattr("actors.git.FETCH_WAIT_SECONDS", 1.0)  # a wrong fetch fails fast
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    other = tmp_path_factory.mktemp("machine-2") / "clone"
+    git(world.root, "clone", "-q", "-b", BRANCH, str(bare), str(other))
+    git(other, "config", "user.name", "Other")
+    git(other, "config", "user.email", "other@example.com")
+    branch = f"{BRANCH}--core"
+    git(other, "checkout", "-q", "-b", branch)
+    write(other / "core.py", "C = 1\n")
+    git(other, "add", "core.py")
+    git(other, "commit", "-q", "-m", "feat(auth): Sign tokens in core\n\nLopen-Task: core/1\n")
+    git(other, "push", "-q", "origin", branch)
+    tip, tree = git(other, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD^{tree}")
+    assert subprocess.run(["git", "cat-file", "-e", tip], cwd=world.root).returncode != 0  # not here yet
+    world.journal.record(
+        ev.BranchEnsured(branch=branch, created=True, base=world.base, worktree=str(other), component="core"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete", tree=tree),
+        ev.CommitRecorded(sha=tip, message="feat", task_id="core/1", tree=tree, parent=world.base, branch=branch),
+        ev.OracleVerdictRecorded(scope="component", target="core", passed=True, tree=tree),
+    )
+    result = module.merge("core").get()
+    assert (result.status, result.sha, result.fast_forward) == ("merged", tip, True)
+    assert module.tip().get() == tip and git(bare, "rev-parse", BRANCH) == tip  # moved and published
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"
+
+
+# -- another machine's work, on the remote ---------------------------------------------------------------
+
+
+def other_machine(world: World, tmp_path_factory, monkeypatch, branch: str = BRANCH) -> tuple[Path, Path]:
+    """A bare remote and a second clone of it (another machine sharing the event store), whose commits this
+    clone lacks until it fetches them; a wrong fetch fails within a second."""
+    monkeypatch.setattr("actors.git.FETCH_WAIT_SECONDS", 1.0)
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    git(world.root, "push", "-q", str(bare), f"HEAD:refs/heads/{branch}")
+    other = tmp_path_factory.mktemp("machine-2") / "clone"
+    git(world.root, "clone", "-q", "-b", branch, str(bare), str(other))
+    git(other, "config", "user.name", "Other")
+    git(other, "config", "user.email", "other@example.com")
+    return bare, other
+
+
+def commit_there(other: Path, branch: str, name: str, text: str) -> tuple[str, str]:
+    git(other, "checkout", "-q", "-B", branch)
+    write(other / name, text)
+    git(other, "add", name)
+    git(other, "commit", "-q", "-m", f"{name}\n\nLopen-Task: {name}\n")
+    git(other, "push", "-q", "-f", "origin", branch)
+    return git(other, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD^{tree}")
+
+
+def lacks(world: World, sha: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", sha], cwd=world.root).returncode != 0
+
+
+def test_a_lane_another_machine_built_is_made_here_from_its_own_branch_on_the_remote(
+    world, tmp_path_factory, monkeypatch
+):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    branch = f"{BRANCH}--core"
+    tip, tree = commit_there(other, branch, "core.py", "C = 1\n")
+    assert lacks(world, tip)
+    world.journal.record(
+        ev.BranchEnsured(branch=branch, created=True, base=world.base, worktree=str(other), component="core"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"),
+        ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete", tree=tree),
+        ev.CommitRecorded(sha=tip, message="feat", task_id="core/1", tree=tree, parent=world.base, branch=branch),
+    )
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    assert actor.ensure().get() == branch
+    assert worktree.tip() == tip and (worktree.path / "core.py").read_text() == "C = 1\n"
+
+
+def test_a_module_tip_only_on_the_remote_is_fetched_by_the_branch_the_history_names(
+    world, tmp_path_factory, monkeypatch
+):
+    """The module branch here is ``team/auth`` (as recorded), not ``lopen/auth``: the fetches name it."""
+    branch = "team/auth"
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch, branch)
+    module_wt = Worktree(world.root, world.root / ".lopen" / "worktrees" / MODULE, branch)
+    module = world.start(module_wt, remote=str(bare))
+    module.ensure().get()
+    core, core_wt = lane(world, "core")
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    git(other, "fetch", "-q", "origin")
+    into, tree = commit_there(other, branch, "other.py", "O = 1\n")  # another machine's work on the module
+    assert lacks(world, into)
+    world.journal.record(ev.CommitRecorded(sha=into, message="o", tree=tree, parent=world.base, branch=branch))
+    result = module.merge("core").get()  # onto the module's tip, fetched first
+    assert result.status == "merged" and not result.fast_forward
+    assert git(world.root, "rev-list", "--parents", "-n1", result.sha).split()[1:] == [into, core_tip]
+    assert git(bare, "rev-parse", branch) == result.sha
+
+
+def test_a_merge_leaves_a_module_branch_a_person_moved_elsewhere_alone(world, module):
+    actor, worktree = lane(world, "core")
+    build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    write(world.worktree.path / "mine.py", "M = 1\n")
+    git(world.worktree.path, "add", "mine.py")
+    git(world.worktree.path, "commit", "-q", "-m", "a person's own commit")
+    mine = git(world.worktree.path, "rev-parse", "HEAD")
+    assert module.merge("core").get().status == "merged"  # recorded on Lopen's history
+    assert git(world.root, "rev-parse", BRANCH) == mine  # the person's commit is not thrown off the branch
+    assert (world.worktree.path / "mine.py").is_file()
+
+
+def test_a_merge_onto_a_module_branch_left_behind_brings_the_worktree_to_the_merge(world, module):
+    core, core_wt = lane(world, "core")
+    api, api_wt = lane(world, "api")
+    build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # behind: e.g. another clone's
+    git(world.worktree.path, "reset", "-q", "--hard", world.base)
+    sha = module.merge("api").get().sha
+    assert module.tip().get() == sha
+    assert (world.worktree.path / "core.py").is_file() and (world.worktree.path / "api.py").is_file()
+    assert module.leftovers().get() == []
+
+
+def test_a_lane_starts_at_a_module_tip_only_on_the_remote_fetched_by_the_branch_the_history_names(
+    world, tmp_path_factory, monkeypatch
+):
+    branch = "team/auth"
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch, branch)
+    module_wt = Worktree(world.root, world.root / ".lopen" / "worktrees" / MODULE, branch)
+    world.start(module_wt, remote=str(bare)).ensure().get()
+    into, tree = commit_there(other, branch, "other.py", "O = 1\n")
+    assert lacks(world, into)
+    world.journal.record(ev.CommitRecorded(sha=into, message="o", tree=tree, parent=world.base, branch=branch))
+    api_wt = world.lane_worktree("api")
+    world.start(api_wt, lane="api", remote=str(bare)).ensure().get()
+    assert api_wt.tip() == into and (api_wt.path / "other.py").is_file()
+
+
+def test_sync_before_the_branch_was_recorded_leaves_a_branch_of_that_name_alone(world):
+    git(world.root, "branch", BRANCH, world.base)
+    actor = world.start()
+    assert actor.sync().get() == ""
+    assert git(world.root, "rev-parse", BRANCH) == world.base
+
+
+# -- the module branch: made again, moved, told -------------------------------------------------------
+
+
+def test_another_modules_spec_change_never_commits_this_modules_unapproved_spec(world):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# approved\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    tip = actor.tip().get()
+    write(spec, "# edited, not approved\n")
+    other = Journal(world.store, world.project, "billing")
+    other.open_session(ev.SessionStarted(lopen_version="test"))
+    other.record(ev.SpecDriftDetected())
+    world.journal.record(ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"))
+    assert actor.tip().get() == tip
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# approved"
+
+
+def test_a_module_branch_the_model_deleted_before_the_commit_is_put_back_and_told(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    tree = world.worktree.tree()
+    git(world.root, "update-ref", "-d", f"refs/heads/{BRANCH}")
+    world.journal.record(
+        ev.TaskStatusChanged(task_id="core/1", from_state="pending", to_state="in-progress"),
+        ev.TaskStatusChanged(
+            task_id="core/1", from_state="in-progress", to_state="complete", tree=tree, invocation_id="inv-7"
+        ),
+    )
+    tip = module.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [world.base]
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == f"{BRANCH} was moved to nothing — put back"
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.message, commit.invocation_id, commit.merge_parent) == (
+        "feat(auth): Sign tokens in core",
+        "inv-7",
+        "",
+    )
+
+
+def test_a_module_branch_and_worktree_gone_are_made_again_where_the_history_says(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    tip = module.tip().get()
+    assert tip != world.base
+    git(world.root, "worktree", "remove", "--force", str(world.worktree.path))
+    git(world.root, "branch", "-D", BRANCH)
+    moved = Worktree(world.root, world.root / ".lopen" / "worktrees" / "auth-moved", BRANCH)
+    again = world.start(moved)
+    again.ensure().get()
+    assert moved.tip() == tip and (moved.path / "a.py").read_text() == "A = 1\n"
+    assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
+    assert world.journal.snapshot().worktree == str(moved.path)
+
+
+def test_a_fresh_clone_makes_the_module_branch_from_the_remote_where_the_history_says(
+    world, tmp_path_factory, monkeypatch
+):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    tip, tree = commit_there(other, BRANCH, "a.py", "A = 1\n")
+    assert lacks(world, tip)
+    world.journal.record(
+        ev.BranchEnsured(branch=BRANCH, created=True, base=world.base, worktree=str(other)),
+        ev.CommitRecorded(sha=tip, message="a", tree=tree, parent=world.base, branch=BRANCH),
+    )
+    actor = world.start(remote=str(bare))
+    actor.ensure().get()
+    assert world.worktree.tip() == tip and (world.worktree.path / "a.py").read_text() == "A = 1\n"
+    assert world.events(ev.Reverted) == []
+
+
+def test_a_module_worktree_made_in_a_new_folder_is_recorded_there(world, module):
+    git(world.root, "worktree", "remove", "--force", str(world.worktree.path))  # the branch stays
+    moved = Worktree(world.root, world.root / ".lopen" / "worktrees" / "auth-moved", BRANCH)
+    world.start(moved).ensure().get()
+    assert moved.tip() == world.base
+    last = world.events(ev.BranchEnsured)[-1]
+    assert (last.created, last.worktree, last.base) == (False, str(moved.path), world.base)
+    assert world.journal.snapshot().worktree == str(moved.path)
+
+
+def test_a_merge_that_meets_another_workers_commit_is_merged_again_on_top_of_it(world, module, monkeypatch):
+    """Another worker records work on the module branch while this merge is computed: the merge's record
+    is refused, and it is computed again on that work, which it keeps."""
+    import actors.git as git_actor
+
+    actor, worktree = lane(world, "core")
+    core_tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    other = Journal(world.store, world.project, MODULE)  # another worker, on the same history
+    write(world.root / "theirs.txt", "T\n")
+    git(world.root, "add", "theirs.txt")
+    tree = git(world.root, "write-tree")
+    git(world.root, "reset", "-q")
+    theirs = git(world.root, "commit-tree", tree, "-p", world.base, "-m", "their work")
+    real = git_actor.is_ancestor
+    calls: list[int] = []
+
+    def meanwhile(*args: object) -> bool:
+        if not calls:
+            other.refresh()
+            other.record(ev.CommitRecorded(sha=theirs, message="t", tree=tree, parent=world.base, branch=BRANCH))
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(git_actor, "is_ancestor", meanwhile)
+    result = module.merge("core").get()
+    assert result.status == "merged" and not result.fast_forward
+    assert git(world.root, "rev-list", "--parents", "-n1", result.sha).split()[1:] == [theirs, core_tip]
+    assert [e.parent for e in world.events(ev.ComponentMerged)] == [theirs]
+    assert module.tip().get() == result.sha
+
+
+def test_a_spec_adopted_while_another_worker_commits_goes_on_top_of_that_commit(world, monkeypatch):
+    """The spec's commit is made, then its record is refused (another worker's commit came first): it is
+    made again on that commit, and the branch ends where the history says."""
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    other = Journal(world.store, world.project, MODULE)
+    theirs = world.worktree.commit(world.worktree.tree_of(adopted), adopted, "their work")
+    world.worktree.move_branch(adopted)  # made on the other worker's clone: not on this branch yet
+    real = Worktree.tree_of
+    calls: list[int] = []
+
+    def meanwhile(self: Worktree, commit: str) -> str:
+        if not calls:
+            other.refresh()
+            other.record(
+                ev.CommitRecorded(sha=theirs, message="t", tree=real(self, theirs), parent=adopted, branch=BRANCH)
+            )
+        calls.append(1)
+        return real(self, commit)
+
+    monkeypatch.setattr(Worktree, "tree_of", meanwhile)
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [theirs]
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
+    assert (world.worktree.path / "docs" / "spec.md").read_text() == "# v2\n" and actor.leftovers().get() == []
+    world.journal.refresh()
+    assert world.journal.snapshot().tip == tip
+
+
+def test_a_spec_change_never_throws_a_persons_commit_off_the_module_branch(world):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    write(world.worktree.path / "mine.py", "M = 1\n")
+    git(world.worktree.path, "add", "mine.py")
+    git(world.worktree.path, "commit", "-q", "-m", "a person's own commit")
+    mine = git(world.worktree.path, "rev-parse", "HEAD")
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    actor.tip().get()
+    assert git(world.root, "rev-parse", BRANCH) == mine
+
+
+def test_a_spec_change_after_another_machines_commit_goes_on_it_fetched(world, tmp_path_factory, monkeypatch):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"), remote=str(bare))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    git(other, "pull", "-q", "origin", BRANCH)
+    theirs, tree = commit_there(other, BRANCH, "theirs.py", "T = 1\n")
+    assert lacks(world, theirs)
+    world.journal.record(ev.CommitRecorded(sha=theirs, message="t", tree=tree, parent=adopted, branch=BRANCH))
+    write(spec, "# v2\n")
+    world.journal.record(ev.SpecDriftDetected())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [theirs]
+    assert git(world.root, "show", f"{tip}:docs/spec.md") == "# v2"
+    assert git(bare, "rev-parse", BRANCH) == tip
+
+
+def test_a_lane_started_afresh_at_another_machines_commit_fetches_it_first(world, tmp_path_factory, monkeypatch):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    world.start(remote=str(bare)).ensure().get()
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    actor.ensure().get()
+    theirs, _tree = commit_there(other, BRANCH, "theirs.py", "T = 1\n")
+    assert lacks(world, theirs)
+    actor.restart_at(theirs).get()
+    assert worktree.tip() == theirs and (worktree.path / "theirs.py").is_file()
+    assert git(bare, "rev-parse", worktree.branch) == theirs  # published
+
+
+def test_a_module_branch_a_person_reset_is_followed_and_the_lost_tasks_reopened(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    committed = module.tip().get()
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # a person's reset, between runs
+    world.start().ensure().get()
+    (reverted,) = world.events(ev.Reverted)
+    assert (reverted.from_sha, reverted.to_sha) == (committed, world.base)
+    assert [e.task_id for e in world.events(ev.TaskReopened)] == ["core/1"]
+    assert world.journal.snapshot().tip == world.base
+
+
+def test_a_lane_with_work_after_its_merge_keeps_that_work_when_made_again(world, module):
+    actor, worktree = lane(world, "core")
+    first = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    module.merge("core").get()
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    second = build(world, actor, worktree, "core/2", {"core.py": "C = 2\n"})  # on the lane, not merged yet
+    assert second != first
+    actor.stop()
+    world.start(worktree, lane="core").ensure().get()  # the next run
+    assert worktree.tip() == second and (worktree.path / "core.py").read_text() == "C = 2\n"

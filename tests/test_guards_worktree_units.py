@@ -418,3 +418,187 @@ def test_the_moved_aside_name_is_utc_whatever_the_local_time_zone(monkeypatch, w
         time.tzset()
     [aside] = [p.name for p in wt.path.parent.iterdir() if ".broken-" in p.name]
     assert aside.removeprefix("auth.broken-")[:11] in (before, after)
+
+
+# -- git asked when its files cannot be read (a reftable repository) ---------------------------------
+
+
+def test_with_a_reftable_folder_the_tip_and_head_are_asked_of_git_and_agree(repo, wt):
+    """git 2.39 cannot make a reftable repository; a ``reftable`` folder in the common git folder is what
+    makes Lopen stop reading ref files and ask git, and git's answers must be the same."""
+    tip = wt.tip()
+    (repo / ".git" / "reftable").mkdir()
+    asked = Worktree(repo, wt.path, wt.branch)
+    assert asked._dirs() is None
+    assert asked.tip() == tip
+    assert Worktree(repo, wt.path, "lopen/none").tip() == ""  # a missing branch: nothing, not its name
+    assert asked.head_ref() == "refs/heads/lopen/auth"
+    git(wt.path, "checkout", "-q", "--detach")
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == ""
+    git(wt.path, "checkout", "-q", "-b", "model/branch")
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == "refs/heads/model/branch"
+
+
+# -- the private indexes -----------------------------------------------------------------------------
+
+
+def test_a_lock_a_killed_git_left_on_lopens_private_index_is_cleared(repo, wt):
+    wt.tree()
+    [index] = [p for p in (repo / ".lopen" / "indexes").iterdir()]
+    assert index.name.startswith("auth-")
+    write(wt.path / "b.py", "B = 1\n")
+    index.with_name(index.name + ".lock").write_text("")  # a git killed while it held the index
+    tree = wt.tree()
+    assert "b.py" in git(repo, "ls-tree", "--name-only", tree).split()
+    assert not index.with_name(index.name + ".lock").exists()
+    fresh = Worktree(repo, wt.path, wt.branch)  # a new run: its index read from the tip again
+    index.with_name(index.name + ".lock").write_text("")
+    assert fresh.tree() == tree
+
+
+def test_two_worktrees_of_one_name_keep_separate_private_indexes(repo, tmp_path):
+    one = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
+    two = Worktree(repo, tmp_path / "elsewhere" / "auth", "lopen/auth-2")
+    one.ensure()
+    two.ensure()
+    write(one.path / "one.py", "1\n")
+    write(two.path / "two.py", "2\n")
+    first, second = one.tree(), two.tree()
+    assert "two.py" not in git(repo, "ls-tree", "--name-only", first).split()
+    assert "one.py" not in git(repo, "ls-tree", "--name-only", second).split()
+    assert len(list((repo / ".lopen" / "indexes").iterdir())) == 2
+
+
+def test_commit_file_leaves_no_temporary_index_behind(monkeypatch, tmp_path, wt):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    wt.commit_file("docs/spec.md", b"# spec\n", wt.tip(), "docs: spec")
+    assert list(scratch.iterdir()) == []
+
+
+def test_commit_file_into_existing_and_deep_folders_and_as_a_first_commit(repo, wt):
+    first = wt.commit_file("docs/spec.md", b"# v1\n", wt.tip(), "docs: v1")
+    second = wt.commit_file("docs/more.md", b"# more\n", first, "docs: more")  # docs/ exists now
+    third = wt.commit_file("a/b/c.md", b"c\n", second, "docs: deep")
+    names = sorted(git(repo, "ls-tree", "-r", "--name-only", third).split())
+    assert names == ["a/b/c.md", "app.py", "docs/more.md", "docs/spec.md"]
+    assert git(repo, "ls-tree", "-r", third, "a/b/c.md").split()[0] == "100644"
+    assert (wt.path / "a" / "b" / "c.md").read_bytes() == b"c\n"
+    assert git(wt.path, "status", "--porcelain") == ""  # the files, the index and HEAD agree
+    root = Worktree(repo, wt.path, "lopen/fresh").commit_file("only.md", b"o\n", "", "first")
+    assert git(repo, "ls-tree", "-r", "--name-only", root).split() == ["only.md"]
+    assert git(repo, "rev-list", "--parents", "-n1", root).split() == [root]
+
+
+# -- what a tree leaves out ----------------------------------------------------------------------------
+
+
+def test_a_large_file_after_a_nested_repository_is_still_left_out(repo):
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=10)
+    wt.ensure()
+    nested = wt.path / "aaa"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    write(nested / "x.txt", "x\n")
+    write(wt.path / "big.bin", "x" * 50)
+    write(wt.path / "small.txt", "s\n")
+    tree = wt.tree()
+    assert wt.nested == ["aaa"]
+    assert wt.left_out == [("big.bin", 50)]
+    assert sorted(git(repo, "ls-tree", "--name-only", tree).split()) == ["app.py", "small.txt"]
+
+
+def test_a_tree_is_the_same_whatever_folder_lopen_runs_from(monkeypatch, repo):
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=10)
+    wt.ensure()
+    write(wt.path / "big.bin", "x" * 50)
+    write(wt.path / "sub" / "s.txt", "s\n")
+    monkeypatch.chdir(wt.path / "sub")
+    tree = wt.tree()
+    assert wt.left_out == [("big.bin", 50)]
+    assert sorted(git(repo, "ls-tree", "-r", "--name-only", tree).split()) == ["app.py", "sub/s.txt"]
+    assert wt.show(wt.tip(), "app.py") == b"print('v1')\n"
+
+
+# -- finding a commit a killed run made ---------------------------------------------------------------
+
+
+def test_find_commit_needs_the_tree_and_the_exact_trailer_line(repo, wt):
+    start = wt.tip()
+    write(wt.path / "a.txt", "a\n")
+    tree = wt.tree()
+    sha = wt.commit(tree, start, "task\n\nLopen-Task: core/10\n")
+    assert wt.find_commit(tree, start, "Lopen-Task: core/1") is None  # another task's trailer
+    assert wt.find_commit(wt.tree_of(start), start, "Lopen-Task: core/10") is None  # another tree
+    assert wt.find_commit(tree, start, "Lopen-Task: core/10") == sha
+    again = wt.commit(tree, sha, "again\n\n  Lopen-Task: core/2  \n")
+    assert wt.find_commit(tree, start, "Lopen-Task: core/2") == again  # the line, its spaces aside
+    assert wt.find_commit(tree, start, "Lopen-Task: core/10") == sha  # an older commit on the branch
+
+
+def test_find_commit_after_a_commit_this_clone_lacks_finds_nothing_and_does_not_fail(wt):
+    write(wt.path / "a.txt", "a\n")
+    tree = wt.tree()
+    wt.commit(tree, wt.tip(), "task\n\nLopen-Task: core/1\n")
+    assert wt.find_commit(tree, "0" * 40, "Lopen-Task: core/1") is None
+
+
+def test_a_head_that_cannot_be_read_is_no_branch_and_no_crash(repo, wt):
+    private = Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+    (private / "HEAD").unlink()
+    (private / "HEAD").mkdir()  # unreadable as a file (root reads any file, so a folder stands in)
+    assert Worktree(repo, wt.path, wt.branch).head_ref() == ""
+
+
+def test_a_large_changed_file_after_a_deleted_one_is_still_left_out(repo):
+    write(repo / "a_gone.txt", "x\n")
+    write(repo / "b_big.txt", "x\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "more")
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=10)
+    wt.ensure()
+    (wt.path / "a_gone.txt").unlink()
+    write(wt.path / "b_big.txt", "x" * 50)
+    tree = wt.tree()
+    assert wt.left_out == [("b_big.txt", 50)]
+    assert git(repo, "show", f"{tree}:b_big.txt") == "x"  # the tip's version stays
+    assert "a_gone.txt" not in git(repo, "ls-tree", "--name-only", tree).split()
+
+
+def test_commit_file_of_a_spec_named_like_a_branch_commits_that_file_only(repo, wt):
+    tip = wt.tip()
+    write(wt.path / "staged.py", "S = 1\n")
+    git(wt.path, "add", "staged.py")
+    sha = wt.commit_file("main", b"# spec named main\n", tip, "docs: spec")  # "main" is also a branch
+    assert wt.tip() == sha and (wt.path / "main").read_bytes() == b"# spec named main\n"
+    assert git(wt.path, "diff", "--cached", "--name-only").split() == ["staged.py"]
+
+
+def test_a_file_the_branch_tracks_stays_in_the_next_tree_after_the_tip_moved_though_ignored(repo):
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", ignore=("*.md",))
+    wt.ensure()
+    first = wt.tree()  # the private index, read from the tip
+    tip = wt.commit_file("docs/spec.md", b"# spec\n", wt.tip(), "docs: spec")  # the tip moves
+    assert first != wt.tree_of(tip)
+    write(wt.path / "notes.md", "ignored\n")
+    tree = wt.tree()
+    names = git(repo, "ls-tree", "-r", "--name-only", tree).split()
+    assert "docs/spec.md" in names and "notes.md" not in names
+    assert tree == wt.tree_of(tip) and wt.dirty_files() == []
+
+
+def test_a_file_grown_too_large_after_an_earlier_tree_keeps_the_tips_version(repo):
+    write(repo / "b.txt", "x\n")
+    git(repo, "add", "b.txt")
+    git(repo, "commit", "-q", "-m", "b")
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=10)
+    wt.ensure()
+    write(wt.path / "b.txt", "y\n")
+    assert git(repo, "show", f"{wt.tree()}:b.txt") == "y"  # the private index now holds this version
+    write(wt.path / "b.txt", "z" * 50)
+    tree = wt.tree()
+    assert wt.left_out == [("b.txt", 50)]
+    assert git(repo, "show", f"{tree}:b.txt") == "x"  # the tip's, not the earlier tree's
