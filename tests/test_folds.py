@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from events import catalogue as ev
-from events.fold import DISPATCH, FOLDED, ModuleState
+from events.fold import DISPATCH, FOLDED, ModuleState, scope_key
 from events.folds import approval, claims, git, invocations, messages, plan, scopes, sessions
 from events.folds.rules import Rule, compose
 from events.folds.sessions import STATUS, SessionNode, status_after
@@ -138,3 +138,29 @@ def test_an_approval_is_stamped_with_its_seq() -> None:
     state.apply(ev.SpecApproved(spec_hash="h2", section_hashes={"a": "2"}), seq=9)
     assert state.approval is not None and state.approval.seq == 9 and state.approval_seqs == [7, 9]
     assert state.baseline == {"a": "2"}  # not planned yet: the latest approval is the baseline
+
+
+def test_an_approval_keeps_who_approved_and_when() -> None:
+    state = ModuleState(module="auth")
+    state.apply(ev.SpecApproved(spec_hash="h", section_hashes={"a": "1"}, approver="ada", at=1234.5), seq=3)
+    assert state.approval is not None
+    assert (state.approval.approver, state.approval.at, state.approval.spec_hash) == ("ada", 1234.5, "h")
+
+
+def test_a_completed_task_keeps_its_verdict_and_a_failed_one_loses_it() -> None:
+    """The Git actor commits the tree a task's valid verdict judged: completing must not void it."""
+    state = ModuleState(module="auth")
+    state.apply(ev.ComponentsRecorded(components=(ev.ComponentSpec(name="core"),)))
+    state.apply(
+        ev.TasksRecorded(
+            component="core", tasks=(ev.TaskSpec(id="core/1", name="one"), ev.TaskSpec(id="core/2", name="two"))
+        )
+    )
+    for task in ("core/1", "core/2"):
+        state.apply(ev.TaskStatusChanged(task_id=task, from_state="pending", to_state="in-progress"))
+        state.apply(ev.ScopeStarted(scope="task", target=task, base_commit="b"))
+        state.apply(ev.OracleVerdictRecorded(scope="task", target=task, passed=True, tree="t"))  # type: ignore[arg-type]
+    state.apply(ev.TaskStatusChanged(task_id="core/1", from_state="in-progress", to_state="complete"))
+    state.apply(ev.TaskStatusChanged(task_id="core/2", from_state="in-progress", to_state="failed"))
+    assert state.verdicts[scope_key("task", "core/1")].valid
+    assert not state.verdicts[scope_key("task", "core/2")].valid
