@@ -317,3 +317,23 @@ def test_the_iteration_limit_and_a_budget_pause_are_each_recorded(world):
     assert guard.before(3).category == "max_iterations"
     assert guard.before(0).category == "budget"
     assert [(c, level) for c, level, _ in world.trips()] == [("max_iterations", "pause"), ("budget", "pause")]
+
+
+# -- allowance: the budget inside a call ----------------------------------------------------------
+
+
+def test_the_allowance_is_what_is_left_before_the_pause_share_and_none_without_a_budget(world: World) -> None:
+    world.spend(300)
+    assert world.guardrail(budget(tokens=1000)).allowance() == (
+        600,  # 0.9 × 1,000 − 300
+        "budget.token_budget_per_module: 300 of 1,000 used before it",
+    )
+    assert world.guardrail(budget(tokens=1)).allowance()[0] == -300  # int(0.9 × 1) − 300: already behind
+    assert world.guardrail(budget()).allowance() == (0, "")
+
+
+def test_no_allowance_once_the_person_chose_to_go_on_past_the_budget(world: World) -> None:
+    world.spend(950)
+    guard = world.guardrail(budget(tokens=1000), Asker(True))
+    assert guard.before(0).action == "allow"  # the pause was asked and the person said go on
+    assert guard.allowance() == (0, "")
