@@ -44,7 +44,8 @@ OWN = {"lopen.__main__": ("lopen.__main__", "lopen.cli")}  # `python -m lopen` i
 # (importer, imported) → why it is still there. Each is a debt with its reason; aim for none.
 _DIAGNOSTICS = "machine diagnostics (credentials, sandbox, the Copilot CLI): no project state; next: lopen.app.health"
 _LAUNCH = "the command line is the process's entry: it starts the other face (run_tui, serve_stdio/serve_http) only"
-_FOLLOW = "the TUI follows the store it is handed, in-process (item 5 of #20 makes it a face of the store)"
+_FOLLOW = "the TUI reads the store it is handed (its run's, or a watched session's: polling, any machine); "
+_FOLLOW += "next: a read-only follower in lopen.app, so the face holds no store handle"
 _STATE = "the TUI's screen fold (tokens, status): being folded once in events by the fold work (#20 item 3)"
 _STUB = "`lopen tui gallery` stays a product command; its stub stream is product data (bin/bench-tui uses it too)"
 _STREAM = "the store's typed handle for `lopen replay/log/session list/projections rebuild`, which stream a "

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from actors.foreman import Interrupt
-from events.store import EventStore
 from lopen.app.engine import run_module
 from lopen.app.run_contract import ApprovalRequest, RunCallbacks, RunOutcome, StartRun
 from lopen.config import Settings
@@ -40,7 +39,7 @@ class TuiRun:
         replan: bool = False,
         stop_before: str = "",
         message: str | None = None,
-        prepare: Callable[[EventStore, str], None] | None = None,
+        on_session: Callable[[str], None] | None = None,
     ) -> None:
         ensure_lopen_dir(root)
         self.root = root
@@ -55,11 +54,9 @@ class TuiRun:
         self.replan = replan
         self.stop_before = stop_before
         self.message = message
-        self.prepare = prepare
+        self.on_session = on_session
 
     def run(self) -> RunOutcome:
-        if self.prepare is not None:
-            self.prepare(self.store, self.project)
         try:
             return self._run()
         except InterventionRequired as exc:
@@ -73,6 +70,8 @@ class TuiRun:
 
         def session(session_id: str) -> None:
             self.session_id = session_id
+            if self.on_session is not None:
+                self.on_session(session_id)
 
         code, session_id, detail = run_module(
             self.root,

@@ -80,7 +80,7 @@ def _start(
         code, session_id, detail = draft_spec(root, module, settings, typer.echo, prompt or "")
         _finish(code, session_id, detail)
     if start.tui:
-        from lopen.app.tui_run import start_run_for
+        from lopen.app.run_process import start_run_for
         from lopen.tui import run_tui
 
         options = {"no_resume": no_resume, "replan": replan, "stop_before": stop_before, "message": prompt}
@@ -222,13 +222,15 @@ def demo(directory: Path | None = DEMO_DIR, headless: bool = HEADLESS) -> None:
 def _demo_in_the_tui(root: Path, settings: object) -> tuple[int, str, str]:
     """The demo's run in the terminal UI: a new session, then `r` resumes it."""
     from lopen.app.demo import MODULE
-    from lopen.app.tui_run import TuiRun, start_run_for
+    from lopen.app.run_process import ProcessRun, start_run_for
     from lopen.tui import run_tui
 
-    runs: list[TuiRun] = []
+    runs: list[ProcessRun] = []
+    first = start_run_for(root, MODULE, settings, no_resume=True)  # type: ignore[arg-type]  # its process starts now
 
     def start(callbacks):  # type: ignore[no-untyped-def]
-        runs.append(start_run_for(root, MODULE, settings, no_resume=not runs)(callbacks))  # type: ignore[arg-type]
+        starter = first if not runs else start_run_for(root, MODULE, settings)  # type: ignore[arg-type]
+        runs.append(starter(callbacks))  # type: ignore[arg-type]
         return runs[-1]
 
     code = run_tui(root, MODULE, start, settings=settings, new_session=True)  # type: ignore[arg-type]

@@ -11,11 +11,12 @@ intake and the next drain takes all of them in one go — a slow terminal draws 
 every event is folded (the fold is complete, the drawing is coalesced). Only the model's narrative
 deltas may be merged when more than ``STREAM_LIMIT`` of them wait, never events.
 
-Two ways to follow a module's history:
-
-- in-process (a run in this process): ``attach()`` subscribes to the store's bus;
-- from elsewhere (``lopen watch``, any backend, PostgreSQL included): the app calls ``poll()``
-  on a timer, in a worker thread; it reads the stream after the last version seen (read-only).
+How the module's history is followed: ``follow(interval)`` starts one thread that reads the stream
+after the last version seen (read-only) every ``interval`` seconds — a run in its own process
+(``lopen.app.run_process``), ``lopen watch`` on this or another machine, any backend, PostgreSQL
+included. ``attach()`` (the store's bus) is for a store this process writes itself (tests, benches).
+Deltas come over the run's pipe, a poll sooner than the events that record them: each is folded as it
+arrives, and an event matches the entry its deltas opened by its call id (a late delta is dropped).
 
 Either way, a gap in versions (an event missed or arriving early) is filled from the store by
 ``drain`` before the event is folded, so the fold sees the stream exactly in order.
@@ -65,6 +66,9 @@ class Feed:
         self._signalled = False
         self._subscription: Subscription | None = None
         self._polled_version = 0
+        self._poll_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._follower: threading.Thread | None = None
         self.arrivals: dict[int, float] = {}  # seq → perf_counter at intake (bench-tui reads it)
         self.timing = False
 
@@ -143,12 +147,41 @@ class Feed:
 
     def poll(self) -> int:
         """Read what was appended since the last poll (any thread; read-only); return how many."""
-        fresh = list(self.store.read_stream(self.stream_id, self._polled_version))
+        fresh = self._read_fresh()
         for rec in fresh:
             self._push(rec)
-        if fresh:
-            self._polled_version = fresh[-1].version
         return len(fresh)
+
+    def _read_fresh(self) -> list[Recorded]:
+        with self._poll_lock:
+            fresh = list(self.store.read_stream(self.stream_id, self._polled_version))
+            if fresh:
+                self._polled_version = fresh[-1].version
+        return fresh
+
+    def follow(self, interval: float) -> None:
+        """Poll the store every ``interval`` seconds on a thread of its own, until ``close()``."""
+        if self._follower is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(interval):  # pacing the reads; ``close`` ends the wait at once
+                try:
+                    self.poll()
+                except Exception:  # a store busy or briefly unreachable: the next poll tries again
+                    continue
+
+        self._follower = threading.Thread(target=loop, name="lopen-feed", daemon=True)
+        self._follower.start()
+
+    def close(self) -> None:
+        """Stop following (the thread and the bus); returns when no read is under way, so the caller may
+        close the store next."""
+        self._stop.set()
+        follower = self._follower
+        if follower is not None and follower is not threading.current_thread():
+            follower.join(timeout=10)
+        self.detach()
 
     def detach(self) -> None:
         if self._subscription is not None:

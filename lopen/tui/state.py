@@ -121,6 +121,7 @@ class ScreenState:
         self._tokens: Table[TokenTotals] = Table(TokenTotals, None)
         self._entries: dict[str, deque[Entry]] = {}
         self._by_call: dict[str, Entry] = {}
+        self._recorded_calls: set[str] = set()  # a delta arriving after its call's event is not drawn again
         self._ids = itertools.count(1)
         self.step = 0
         self.phase = ""
@@ -361,6 +362,8 @@ class ScreenState:
     def _tool_called(self, sid: str, event: ev.ToolCalled) -> None:
         if event.agent_id:
             return
+        if event.call_id:
+            self._recorded_calls.add(event.call_id)
         entry = self._by_call.pop(event.call_id, None) if event.call_id else None
         if entry is None and not event.call_id:
             entry = self._oldest_live(event.tool)
@@ -408,7 +411,7 @@ class ScreenState:
             case stream.AssistantText():
                 self._add(sid, self._new("narrative", detail=event.text))
             case stream.ToolStarted():
-                if event.call_id in self._by_call:
+                if event.call_id in self._by_call or event.call_id in self._recorded_calls:
                     return
                 entry = self._tool_entry(event.call_id, event.name, event.arguments)
                 self._by_call[event.call_id] = self._add(sid, entry)

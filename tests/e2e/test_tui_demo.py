@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -85,15 +86,50 @@ def lopen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([LOPEN, *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 
+def run_processes(root: Path) -> list[int]:
+    """The pids of the run processes (``lopen.app.run_child``) working in ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except (OSError, ValueError):
+            continue
+        if b"lopen.app.run_child" in command and Path(cwd) == root:
+            found.append(int(entry.name))
+    return found
+
+
+def wait_until(holds: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
+    end = time.monotonic() + deadline
+    while not holds():
+        assert time.monotonic() < end, f"never saw {what}"
+        time.sleep(0.2)  # polling the process table for a condition; the deadline is the failure
+
+
+def session_ends(root: Path) -> list[str]:
+    """How each session of the demo's module ended so far, in order (the store's own record)."""
+    with EventStore.open(root) as store:
+        return [
+            f"{type(rec.event).__name__}:{getattr(rec.event, 'reason', '')}"
+            for rec in store.read_all()
+            if type(rec.event).__name__ in ("SessionPaused", "SessionCompleted", "SessionFailed")
+        ]
+
+
 def test_the_demo_in_a_terminal_shows_the_run_and_ctrl_p_pauses_it(terminal, tmp_path: Path) -> None:
+    """The run is a process of its own, the TUI follows its store: C-p pauses it; `r` resumes it; Ctrl+C
+    stops it cleanly (the session recorded paused, exit 130) and leaves no run process behind."""
     demo = tmp_path / "demo"
-    term = terminal(f"{LOPEN} demo --dir {demo}", tmp_path)
+    term = terminal(f"{LOPEN} demo --dir {demo}; echo EXIT=$?; sleep 600", tmp_path)
     term.press("Enter")  # past the landing screen
     screen = term.wait_for(
         lambda s: "Plan" in s and "core" in s and ("✓ bash" in s or "✓ create" in s),
         "the task tree and a finished tool-call line",
     )
     assert "Step" in screen and "Activity" in screen
+    (child,) = run_processes(demo)  # the run draws nothing: it is not the TUI's process
+    assert child != os.getpid()
     term.press("C-p")
     term.wait_for(lambda s: "paused" in s.lower(), "the run paused")
     sessions = lopen("session", "list", "--json", cwd=demo)
@@ -101,7 +137,31 @@ def test_the_demo_in_a_terminal_shows_the_run_and_ctrl_p_pauses_it(terminal, tmp
     session_id = json.loads(sessions.stdout)[0]["id"]
     shown = lopen("session", "show", session_id, cwd=demo)
     assert "paused" in shown.stdout, shown.stdout
-    term.press("q")
+    wait_until(lambda: not run_processes(demo), "the paused run's process end")
+
+    term.press("r")  # resume: a new run process on the same session
+    wait_until(lambda: len(session_ends(demo)) == 1 and bool(run_processes(demo)), "the resumed run")
+    term.wait_for(lambda s: "running" in s, "the run running again")
+    term.press("C-c")
+    screen = term.wait_for(lambda s: "EXIT=" in s, "lopen demo to end after Ctrl+C")
+    assert "EXIT=130" in screen, screen
+    assert session_ends(demo)[-1] == "SessionPaused:interrupted"
+    assert run_processes(demo) == []
+
+
+def test_killing_the_tui_stops_its_run_cleanly(terminal, tmp_path: Path) -> None:
+    """The terminal closed or the TUI killed: its run process hears its pipe close and stops as on
+    Ctrl+C — the session recorded paused, not left running, and no process left behind."""
+    demo = tmp_path / "demo"
+    term = terminal(f"{LOPEN} demo --dir {demo}; sleep 600", tmp_path)
+    term.press("Enter")
+    term.wait_for(lambda s: "✓ bash" in s or "✓ create" in s, "a finished tool-call line")
+    (child,) = run_processes(demo)
+    tui = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])  # its parent: the TUI
+    os.kill(tui, signal.SIGKILL)
+    wait_until(lambda: not run_processes(demo), "the run process to stop after its TUI was killed")
+    ends = session_ends(demo)
+    assert len(ends) == 1 and ends[0].startswith("SessionPaused:"), ends
 
 
 def _story(root: Path) -> list[tuple[str, str]]:

@@ -67,7 +67,9 @@ async def test_a_run_shows_its_tree_and_tool_calls_and_ctrl_p_pauses_it(store: E
     starter = Starter(store, blocking_script())
     app = LopenApp(OPTIONS).for_run(starter)
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, lambda: bool(app.screen.query(ToolCallView)))
+        # the deltas come at once, the events with the next read of the store: wait for both
+        await settle(pilot, lambda: bool(app.screen.query(ToolCallView)) and bool(app.screen.query(PlanTree)))
+        await settle(pilot, lambda: bool(app.screen.query_one(PlanTree).root.children))
         assert isinstance(app.screen, MainScreen)
         (call,) = app.screen.query(ToolCallView)
         assert (call.entry.tool, call.entry.status) == ("edit", "ok")

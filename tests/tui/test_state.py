@@ -83,6 +83,19 @@ def test_a_streamed_tool_call_and_its_recorded_event_are_one_line() -> None:
         assert line.duration == 0.7 and line.args == "pytest -q"
 
 
+def test_a_tool_call_recorded_before_its_deltas_arrive_is_one_line() -> None:
+    """The run's deltas come over its pipe and its events from the store: an event may come first."""
+    arguments = {"command": "pytest -q"}
+    record = stream.ToolCallRecord("c1", "bash", arguments, "3 passed", True, 0.7)
+    recorded = ev.ToolCalled(session_id=SESSION, tool="bash", call_id="c1", arguments=arguments, duration=0.7)
+    state = ScreenState(PROJECT, MODULE)
+    state.apply_all(records([*plan_events(), recorded]))
+    state.apply_stream(stream.ToolStarted(call_id="c1", name="bash", arguments=arguments))
+    state.apply_stream(stream.ToolFinished(record=record))
+    assert [(e.status, e.args) for e in state.entries() if e.kind == "tool"] == [("ok", "pytest -q")]
+    assert state.live_tools() == []
+
+
 def test_a_recorded_tool_call_alone_makes_a_line_and_a_failure_is_marked() -> None:
     state = ScreenState(PROJECT, MODULE)
     state.apply_all(
