@@ -97,3 +97,35 @@ def test_a_stop_while_the_child_asks_ends_it_cleanly(tmp_path: Path) -> None:
     assert "is not approved" in raised.value.what
     assert run.process is not None and run.process.returncode == 1
     run.store.close()
+
+
+def test_an_approval_at_the_gate_is_recorded_as_the_tuis_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Approved in the dialog: recorded through the app's command (as ``tui:<user>``), then the run
+    goes on (the demo's project and scripted model, the real CLI) — stopped once its session is open
+    (Ctrl+C in the TUI), so it ends paused, exit 130, and its session id came over the pipe."""
+    from events import catalogue as ev
+    from events.store import EventStore
+    from lopen.app.demo import MODULE as DEMO
+    from lopen.app.demo import PLAYBOOK, demo_settings, prepare_project
+    from lopen.scripted_model import ScriptedModelServer, load_playbook
+
+    root = prepare_project(tmp_path / "demo")
+    run: ProcessRun
+
+    def said(line: str) -> None:
+        if line.startswith("session "):
+            run.stop()
+
+    callbacks = RunCallbacks(ask=lambda _q: False, approve=lambda _r: True, on_stream=lambda _e: None, say=said)
+    with ScriptedModelServer(load_playbook(PLAYBOOK)) as server:
+        run = ProcessRun(root, DEMO, demo_settings(root, server.url), callbacks)
+        outcome = run.run()
+    run.store.close()
+    assert outcome.code == 130, outcome
+    assert run.session_id == outcome.session_id != ""
+    with EventStore.open(root) as store:
+        events = [rec.event for rec in store.read_all()]
+    approvals = [e for e in events if isinstance(e, ev.SpecApproved)]
+    controls = [e for e in events if isinstance(e, ev.ControlRequested) and e.action == "approve-spec"]
+    assert len(approvals) == 1 and len(controls) == 1 and controls[0].caller.startswith("tui")
+    assert [e.reason for e in events if isinstance(e, ev.SessionPaused)] == ["interrupted"]

@@ -46,9 +46,14 @@ if TYPE_CHECKING:
 
 def cli_actor(env: dict[str, str] | None = None) -> str:
     """``cli:<user>`` (``cli`` when the user is unknown): who asked from the command line."""
+    return face_actor("cli", env)
+
+
+def face_actor(face: str, env: dict[str, str] | None = None) -> str:
+    """``<face>:<user>`` (``<face>`` when the user is unknown): who asked, and through which face."""
     env = dict(os.environ) if env is None else env
     user = env.get("USER") or env.get("USERNAME") or ""
-    return f"cli:{user}" if user else "cli"
+    return f"{face}:{user}" if user else face
 
 
 def new_message_id() -> str:

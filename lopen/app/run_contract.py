@@ -11,9 +11,11 @@ module picker) hands :func:`lopen.tui.run_tui` a ``start_run`` function. The TUI
     code = run_tui(root, module, start_run, settings=settings)
 
 The TUI then calls ``handle.run()`` in a worker thread (it blocks until the run pauses, stops,
-completes or fails) and renders the module from the store's events (``handle.store``'s bus) plus the
-streaming deltas the run hands to ``callbacks.on_stream``. ``start_run`` may be called again (``r``
-resumes a paused module); each call is one run of the module.
+completes or fails) and renders the module from the store's events (reading ``handle.store``, as
+``lopen watch`` does) plus the streaming deltas the run hands to ``callbacks.on_stream``. The product's
+handle is ``lopen.app.run_process.ProcessRun``: the run in a process of its own, its callbacks carried
+over a pipe. ``start_run`` may be called again (``r`` resumes a paused module); each call is one run of
+the module.
 
 Threading rules, all enforced on the TUI's side:
 

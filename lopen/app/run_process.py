@@ -35,6 +35,7 @@ import msgspec
 
 from events.errors import Problem
 from events.store import EventStore
+from lopen.app.commands import face_actor
 from lopen.app.run_contract import ApprovalRequest, RunCallbacks, RunOutcome, StartRun
 from lopen.config import Settings
 from lopen.copilot.results import StreamEvent
@@ -55,6 +56,7 @@ class Order(msgspec.Struct, frozen=True, kw_only=True):
     replan: bool = False
     stop_before: str = ""
     message: str | None = None
+    actor: str = "tui"  # who steers: recorded with what the person decides at the gate
 
 
 class Line(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -115,6 +117,7 @@ class ProcessRun:
             replan=bool(options.get("replan", False)),
             stop_before=str(options.get("stop_before") or ""),
             message=options.get("message"),  # type: ignore[arg-type]
+            actor=face_actor("tui"),
         )
         self.process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()  # the pipe to the child

@@ -68,13 +68,16 @@ async def test_a_run_shows_its_tree_and_tool_calls_and_ctrl_p_pauses_it(store: E
     app = LopenApp(OPTIONS).for_run(starter)
     async with app.run_test(size=(120, 40)) as pilot:
         # the deltas come at once, the events with the next read of the store: wait for both
-        await settle(pilot, lambda: bool(app.screen.query(ToolCallView)) and bool(app.screen.query(PlanTree)))
-        await settle(pilot, lambda: bool(app.screen.query_one(PlanTree).root.children))
+        def tasks() -> list[str]:
+            trees = app.screen.query(PlanTree)
+            roots = trees.first().root.children if trees else []
+            return [str(n.label) for n in roots[0].children] if roots else []
+
+        await settle(pilot, lambda: bool(app.screen.query(ToolCallView)) and len(tasks()) == 2)
         assert isinstance(app.screen, MainScreen)
         (call,) = app.screen.query(ToolCallView)
         assert (call.entry.tool, call.entry.status) == ("edit", "ok")
-        tree = app.screen.query_one(PlanTree)
-        assert [str(n.label) for n in tree.root.children[0].children] == ["○ Normalize text", "○ Join words"]
+        assert tasks() == ["○ Normalize text", "○ Join words"]
         assert app.screen.query_one(TopBar).data.run_state == "running"
 
         await pilot.press("ctrl+p")
