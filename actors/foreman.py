@@ -610,7 +610,9 @@ class ForemanActor(pykka.ThreadingActor):
                 return
 
     def _break_dead_claims(self, now: float) -> None:
-        """A live claim of a process on this machine that is gone (killed) is released: its work resumes."""
+        """Every live claim of a process on this machine that is gone (killed) is released at once — the
+        process is asked after once, whatever number of lanes it held — and its running session ends,
+        ``SessionAbandoned``: its work resumes here."""
 
         def stale(state: ModuleState) -> list[tuple[str, str]]:
             return [
@@ -619,15 +621,36 @@ class ForemanActor(pykka.ThreadingActor):
                 if claim.until > now and not self._mine(claim.worker)
             ]
 
+        verdicts: dict[str, bool | None] = {}
         for item, worker in self.journal.read(stale):
-            if self.alive(worker) is False:
-                process = worker.split("/", 1)[0]
+            process = worker.split("/", 1)[0]
+            if process not in verdicts:
+                verdicts[process] = self.alive(process)
+            if verdicts[process] is False:
                 with contextlib.suppress(Contradiction):
                     self.journal.record(
                         ev.ComponentReleased(
                             component=item, worker=worker, reason=f"its process {process} is gone", by=self.worker
                         )
                     )
+        for process in (p for p, alive in verdicts.items() if alive is False):
+            self._abandon_sessions_of(process)
+
+    def _abandon_sessions_of(self, process: str) -> None:
+        def running(state: ModuleState) -> list[str]:
+            return [
+                sid
+                for sid, node in state.sessions.items()
+                if node.worker == process and node.status == "running" and sid != self.journal.session_id
+            ]
+
+        for session_id in self.journal.read(running):
+            with contextlib.suppress(Contradiction):
+                self.journal.record(
+                    ev.SessionAbandoned(
+                        session_id=session_id, reason=f"its process {process} is gone; {self.worker} took its work over"
+                    )
+                )
 
 
 def _tell(ref: pykka.ActorRef[Any], message: object) -> None:

@@ -122,6 +122,13 @@ class SessionDeleted(Event, kw_only=True):
     reason: str = ""
 
 
+class SessionAbandoned(Event, kw_only=True):
+    """A session whose process is gone (killed) while other workers go on: recorded by the worker that
+    releases the dead process's claims, with ``session_id`` the dead session's. It ends there."""
+
+    reason: str = ""
+
+
 # -- specification ---------------------------------------------------------------------------
 
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
 from types import TracebackType
 
 from events.errors import ModuleLocked, StoreWriteError
+
+STALE_MARK_SECONDS = 3600.0  # a dead process's mark is kept this long: longer than any lease, so every claim hears it
 
 
 class ModuleLock:
@@ -110,6 +113,7 @@ class WorkerMark:
         self._fd: int | None = None
 
     def __enter__(self) -> WorkerMark:
+        prune_dead_marks(self.path.parents[3])
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -141,11 +145,36 @@ def worker_alive(root: Path, worker: str) -> bool | None:
     except BlockingIOError:
         return True
     else:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return False
+        return False  # the mark stays: every claim of the dead process reads the same answer
     finally:
         os.close(fd)
+
+
+def prune_dead_marks(root: Path, older_than: float = STALE_MARK_SECONDS) -> int:
+    """Remove the marks of processes gone for longer than any lease (``older_than`` seconds since the
+    mark was last written); return how many. A mark whose process lives is locked, and is kept."""
+    folder = _worker_file(root, "x").parent
+    removed = 0
+    try:
+        marks = list(folder.glob("*.lock"))
+    except OSError:
+        return 0
+    for path in marks:
+        try:
+            if time.time() - path.stat().st_mtime < older_than:
+                continue
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass  # alive (locked), or gone already
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _read_pid(fd: int) -> int | None:

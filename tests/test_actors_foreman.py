@@ -327,6 +327,38 @@ def test_a_lease_is_renewed_while_a_lane_works_and_a_lost_claim_stops_its_lane(w
     assert builds.count("a") == 2 and builds.count("b") == 1
 
 
+def test_a_dead_process_s_claims_are_all_released_at_once_and_its_session_abandoned(world: World) -> None:
+    """kill -9 of a two-lane run: the next worker asks once whether that process lives, releases both its
+    claims at once (not one now and the other after its lease), ends its session ``abandoned`` and builds
+    both components itself."""
+    dead = Journal(world.store, world.project, MODULE)
+    dead_session = dead.open_session(ev.SessionStarted(lopen_version="test", worker="host:9"))
+    Planner(dead, ("a", "b")).plan(None, "", ())  # type: ignore[arg-type]  # the dead process had planned …
+    for n, slug in enumerate(("a", "b"), 1):  # … and claimed both components for its two lanes
+        dead.record(ev.ComponentClaimed(component=slug, worker=f"host:9/{n}", lease_until=time.time() + 600))
+    asked: list[str] = []
+
+    def alive(worker: str) -> bool | None:
+        asked.append(worker)
+        return False if worker.startswith("host:9") else None
+
+    world.journal.refresh()
+    foreman, _, _ = world.foreman(components=("a", "b"), parallelism=2, lanes=world.lanes(build), alive=alive)
+    result = begin(foreman).get(timeout=60)
+    assert (result.exit_code, result.status) == (0, "complete")
+    released = sorted((e.component, e.worker, e.reason) for e in world.events(ev.ComponentReleased) if e.by)
+    assert released == [
+        ("a", "host:9/1", "its process host:9 is gone"),
+        ("b", "host:9/2", "its process host:9 is gone"),
+    ]
+    assert asked.count("host:9") == 1  # one question for the process, whatever number of lanes it held
+    (abandoned,) = world.events(ev.SessionAbandoned)
+    assert abandoned.session_id == dead_session and "host:9 is gone" in abandoned.reason
+    assert world.events(ev.SessionCompleted)[0].session_id == world.session  # the live session is not touched
+    claims = sorted((e.component, e.worker) for e in world.events(ev.ComponentClaimed) if e.worker.startswith("host:1"))
+    assert claims == [("a", "host:1/1"), ("b", "host:1/2")]
+
+
 def test_a_lane_that_stops_the_run_stops_the_other_lanes_and_ends_the_run(world: World) -> None:
     failing = Action(kind="fail", exit_code=1, reason="authentication failed: no token", error_kind="auth")
 

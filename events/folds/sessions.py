@@ -1,4 +1,4 @@
-"""A session's status, folded once: running | paused | completed | failed | deleted.
+"""A session's status, folded once: running | paused | completed | failed | abandoned | deleted.
 
 ``status_after`` is the one rule — a lifecycle event announces the status it names, and a deleted
 session stays deleted. ``SessionNode`` (a session as ``ModuleState`` keeps it), the sessions
@@ -25,12 +25,13 @@ STATUS: dict[type, str] = {
     ev.SessionPaused: "paused",
     ev.SessionCompleted: "completed",
     ev.SessionFailed: "failed",
+    ev.SessionAbandoned: "abandoned",
     ev.SessionDeleted: "deleted",
 }
 """The status each lifecycle event announces."""
 
 LIFECYCLE = tuple(STATUS)
-ENDED = ("completed", "failed")  # the statuses a session ends in (it can be resumed from either)
+ENDED = ("completed", "failed", "abandoned")  # the statuses a session ends in
 LIVE = ("running", "paused")  # a session not ended: the one a run would resume
 
 
@@ -40,8 +41,9 @@ def status_after(status: str, event: ev.Event) -> str:
 
 
 class SessionNode(msgspec.Struct, kw_only=True):
-    status: str = "running"  # running | paused | completed | failed | deleted
+    status: str = "running"  # running | paused | completed | failed | abandoned | deleted
     started_at: float = 0.0
+    worker: str = ""  # the process that opened it (host:pid)
 
     def apply(self, event: ev.Event) -> None:
         self.status = status_after(self.status, event)
@@ -52,7 +54,7 @@ def _check_started(s: ModuleState, e: ev.SessionStarted) -> str | None:
 
 
 def _started(s: ModuleState, e: ev.SessionStarted) -> None:
-    s.sessions[e.session_id] = SessionNode(status=STATUS[ev.SessionStarted], started_at=e.at)
+    s.sessions[e.session_id] = SessionNode(status=STATUS[ev.SessionStarted], started_at=e.at, worker=e.worker)
 
 
 def _moved(s: ModuleState, e: ev.Event) -> None:

@@ -108,6 +108,7 @@ PROJECTION = Projection(
         ev.SessionResumed: _status,
         ev.SessionCompleted: _status,
         ev.SessionFailed: _status,
+        ev.SessionAbandoned: _status,
         ev.SessionDeleted: _deleted,
         ev.StepEntered: _step,
         ev.ComponentSelected: _component,

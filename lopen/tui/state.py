@@ -45,7 +45,13 @@ ARGS_WIDTH = 60
 
 PHASES = {1: "Requirements", 2: "Planning", 3: "Planning", 4: "Planning", 5: "Planning", 6: "Building", 7: "Building"}
 
-RUN_STATE = {"running": "running", "paused": "paused", "completed": "complete", "failed": "failed"}
+RUN_STATE = {
+    "running": "running",
+    "paused": "paused",
+    "completed": "complete",
+    "failed": "failed",
+    "abandoned": "failed",
+}
 """A session's status (``events.folds.sessions``) as the top bar's run state names it."""
 
 EntryKind = Literal["narrative", "tool", "verdict", "error", "notice", "user"]
@@ -208,7 +214,7 @@ class ScreenState:
             case ev.SessionStarted():
                 self.models = {**self.models, **event.models}
                 self.protection = event.protection or self.protection
-            case ev.SessionPaused() | ev.SessionCompleted() | ev.SessionFailed():
+            case ev.SessionPaused() | ev.SessionCompleted() | ev.SessionFailed() | ev.SessionAbandoned():
                 self.invocation = None
             case ev.StepEntered():
                 self.step, self.phase = event.step, event.phase
@@ -272,6 +278,8 @@ class ScreenState:
                 add("notice", title="session complete", detail=event.reason, level="ok")
             case ev.SessionFailed():
                 add("error", title="the run failed", detail=event.reason, status=event.error_kind, level="error")
+            case ev.SessionAbandoned():
+                add("notice", title=f"session {event.session_id} abandoned", detail=event.reason, level="warn")
             case ev.SpecApproved():
                 add("notice", title="specification approved", detail=f"by {event.approver or 'someone'}", level="ok")
             case ev.SpecDriftDetected():

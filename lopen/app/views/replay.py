@@ -159,6 +159,7 @@ SHAPES: dict[type[Event], _Shape] = {
         None, frozenset({"reason", "error_kind"}), lambda e, full: [f"why: {e.reason or e.error_kind or 'unknown'}"]
     ),
     ev.SessionPaused: _Shape(None, frozenset({"reason"}), lambda e, full: [f"why: {e.reason}"] if e.reason else []),
+    ev.SessionAbandoned: _Shape(None, frozenset({"reason"}), lambda e, full: [f"why: {e.reason}"] if e.reason else []),
     ev.GuardrailTripped: _Shape(
         lambda e, g: f"{e.category} {e.level}",
         frozenset({"category", "level", "detail"}),
