@@ -1,6 +1,6 @@
 """The evidence the oracle judges, field by field (bin/mutate-guards, module ``evidence``): which verify
 commands run at which scope, what a reused result says and records, the base the diff is taken from,
-the test runner B4 looks for, the files left out and the project's conventions.
+the test runner B4 looks for, the files and nested repositories left out and the project's conventions.
 
 Real parts: a git repository, Lopen's worktree of it, a SQLite store and the module's journal; the
 spec's hooks really run in the worktree (tests/test_guards_evidence.py drives the Oracle actor)."""
@@ -318,3 +318,22 @@ def test_files_too_large_for_the_tree_are_named_with_their_size(tmp_path: Path) 
         assert evidence.changed_files == ["small.py"]
     finally:
         d.store.close()
+
+
+def test_a_left_out_files_size_is_rounded_to_the_nearest_mb(tmp_path: Path) -> None:
+    d = Desk(tmp_path, HOOKS)
+    try:
+        d.worktree.max_file_bytes = 1024 * 1024
+        d.write("half.bin", "x" * (3 * 512 * 1024 + 1))  # 1.5 MB (MiB) and a byte
+        assert d.collector.collect("module", MODULE, "").left_out == ["half.bin (2 MB)"]
+    finally:
+        d.store.close()
+
+
+def test_nested_repositories_left_out_of_the_tree_are_named(desk: Desk) -> None:
+    desk.write("vendor/lib/g.py", "g = 1\n")
+    git(desk.worktree.path / "vendor" / "lib", "init", "-q")  # a model's `git init`, or a cloned dependency
+    desk.write("small.py", "s = 1\n")
+    evidence = desk.collector.collect("module", MODULE, "")
+    assert evidence.nested == ["vendor/lib"]
+    assert evidence.changed_files == ["small.py"]

@@ -7,12 +7,14 @@ Pure: no store (tests/test_journal.py drives the same fold through the journal).
 
 from __future__ import annotations
 
+import collections
 import itertools
 
 import pytest
 
 from events import catalogue as ev
 from events.fold import ModuleState, aggregate, render_plan, slugify
+from events.folds import plan
 
 MODULE_TIP = "1111111111aaaa"  # longer than the 10 characters a refusal shows
 LANE_BASE = "2222222222bbbb"
@@ -123,6 +125,37 @@ def test_a_component_with_started_work_cannot_be_dropped_but_an_unstarted_one_ca
     assert sorted(state.tasks) == ["core/1", "core/2"]
 
 
+def test_a_dropped_component_names_every_task_with_started_work() -> None:
+    state = fold(
+        components("Core", "API"),
+        tasks("Core", 1, 2, 3),
+        *done("core/1"),
+        *move("core/3", "pending", "in-progress"),
+    )
+    assert refused(state, components("API")) == (
+        "component core has started work (core/1, core/3) and cannot be dropped"
+    )
+
+
+def test_the_cycle_check_walks_each_component_once() -> None:
+    """Shared dependencies (a diamond under a diamond…) are walked once each, not once per path to them:
+    a plan of n stacked diamonds has 2^n paths, and a walk along every path would hang the fold."""
+    reads: collections.Counter[str] = collections.Counter()
+
+    class Graph(dict[str, list[str]]):
+        def __getitem__(self, slug: str) -> list[str]:
+            reads[slug] += 1
+            return super().__getitem__(slug)
+
+    layers = 6  # top → a1, b1 → d1 → a2, b2 → d2 → … : 2^6 paths from top to d6
+    graph = Graph(top=["a1", "b1"])
+    for n in range(1, layers + 1):
+        below = [f"a{n + 1}", f"b{n + 1}"] if n < layers else []
+        graph.update({f"a{n}": [f"d{n}"], f"b{n}": [f"d{n}"], f"d{n}": below})
+    assert plan._cycle(graph) == []
+    assert set(reads.values()) == {1} and len(reads) == len(graph)
+
+
 def test_selecting_is_refused_for_an_unknown_a_complete_and_a_blocked_component() -> None:
     state = fold(components(dep("Core"), dep("API", "Core", "Redis"), dep("Docs", status="done")))
     assert refused(state, ev.ComponentSelected(component="Nope")) == "no component 'Nope' in the plan"
@@ -133,6 +166,13 @@ def test_selecting_is_refused_for_an_unknown_a_complete_and_a_blocked_component(
     assert state.check(ev.ComponentSelected(component="Core")) is None
     state.apply(ev.ComponentSelected(component="Core"))
     assert state.selected == "core"
+
+
+def test_selecting_names_every_dependency_not_complete_yet() -> None:
+    state = fold(components(dep("Core"), dep("Store"), dep("Docs", status="done"), dep("API", "Core", "Docs", "Store")))
+    assert refused(state, ev.ComponentSelected(component="API")) == (
+        "component api depends on core, store, which are not complete yet"
+    )
 
 
 def test_a_component_whose_dependencies_are_done_can_be_selected() -> None:
@@ -688,6 +728,13 @@ def test_task_numbers_follow_the_highest_number_given_even_out_of_order() -> Non
     assert state.task_numbers == {"core": 7} and state.next_task_id("core") == "core/8"
 
 
+def test_a_known_component_recorded_again_keeps_numbering_after_its_last_task() -> None:
+    state = fold(components("Core"), tasks("Core", 1, 2, 3))
+    state.task_numbers = {}  # a plan row stored before the fold kept task_numbers: only last_n knows them
+    state.apply(components("Core", "API"))
+    assert state.components["core"].last_n == 3 and state.next_task_id("core") == "core/4"  # core/1 is taken
+
+
 # -- the plan as people and the model read it (plan.md, read_plan) ---------------------------------------------
 
 
@@ -753,6 +800,11 @@ def test_an_empty_plan_and_a_single_task() -> None:
     both = fold(components(dep("Core"), dep("API", "Core")), ev.ComponentSelected(component="core"))
     both.selected = "api"  # selected and with dependencies: both notes
     assert "- [ ] **API** `api` — pending (selected; depends on core)\n" in render_plan(both)
+
+
+def test_the_plan_names_every_dependency_of_a_component() -> None:
+    state = fold(components(dep("Core"), dep("API", "Core", "Redis")))
+    assert "- [ ] **API** `api` — pending (depends on core, redis)\n" in render_plan(state)
 
 
 @pytest.mark.parametrize(
@@ -891,3 +943,26 @@ def test_the_module_branch_is_remembered_with_its_base() -> None:
     assert (state.branch, state.branch_base, state.tip, state.worktree) == ("lopen/auth", "b0", "b0", "/w")
     state.apply(ev.ScopeStarted(scope="task", target="core/1", base_commit="b0"))
     assert state.scopes == {"task:core/1": "b0"}
+
+
+def test_a_component_not_in_the_plan_has_no_tasks_and_is_not_done() -> None:
+    state = fold(module_branch(), components("Core", "API"), lane("api"), tasks("API", 1))
+    state.apply(components("Core"))  # api dropped (nothing started): its branch stays
+    assert state.component_tasks("api") == [] and not state.component_done("api")
+    assert refused(state, merge(component="api", tip=LANE_BASE)) == "component api is not verified"
+
+
+def test_a_verified_component_with_a_failed_task_is_not_done_and_still_blocks() -> None:
+    state = fold(
+        components(dep("Core"), dep("API", "Core")),
+        tasks("Core", 1, 2),
+        *done("core/1"),
+        *move("core/2", "pending", "in-progress"),
+        verdict("component", "core"),
+        *move("core/2", "in-progress", "failed"),
+    )
+    assert state.verified("component", "core") and state.merged("core")  # a failure voids the task's verdict only
+    assert not state.component_done("core") and state.component_state("core") == "failed"
+    assert refused(state, ev.ComponentSelected(component="API")) == (
+        "component api depends on core, which are not complete yet"
+    )
