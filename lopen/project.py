@@ -58,6 +58,8 @@ def ensure_lopen_dir(root: Path) -> Path:
     `.gitignore`); return the folder."""
     lopen_dir = root / LOPEN_DIR
     lopen_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # the record, the model's worktrees, the CLI's state: its owner's only
+        lopen_dir.chmod(0o700)
     exclude_from_git(root, f"/{LOPEN_DIR}/")
     return lopen_dir
 

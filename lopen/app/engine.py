@@ -34,6 +34,7 @@ from lopen.app.crew import Crew, Parts, lanes_dir
 from lopen.app.interrupt import stopping_on_signals
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
+from lopen.copilot.home import forget_stale_homes, private_home
 from lopen.copilot.locate import find_cli
 from lopen.copilot.results import StreamEvent
 from lopen.errors import InterventionRequired, LopenError
@@ -79,10 +80,13 @@ def start_gateway(
 def gateway_config(
     settings: Settings, root: Path, worktree: Worktree | None = None, *, lanes: bool = False
 ) -> GatewayConfig:
-    """With a BYOK provider the CLI keeps its state under `.lopen/copilot/`: no GitHub login is needed.
+    """With a BYOK provider the CLI keeps its state under `.lopen/copilot/run-<pid>` (no GitHub login is
+    needed), removed when the gateway closes, with what killed runs left (``lopen.copilot.home``).
     The model is confined to ``worktree`` (and a temp folder of Lopen's) by ``lopen.sandbox``; with
     ``lanes`` also to the module's component worktrees (parallel work), whose folder is made here."""
     provider = settings.provider
+    if provider.base_url:
+        forget_stale_homes(root)
     sandbox = None
     if worktree is not None:
         temp = root / ".lopen" / "tmp" / worktree.path.name
@@ -104,7 +108,8 @@ def gateway_config(
         retry_attempts=settings.copilot.retry_attempts,
         retry_base_delay=settings.copilot.retry_base_delay,
         retry_max_delay=settings.copilot.retry_max_delay,
-        copilot_home=str(root / ".lopen" / "copilot") if provider.base_url else "",
+        copilot_home=str(private_home(root)) if provider.base_url else "",
+        forget_home=bool(provider.base_url),
         sandbox=sandbox,
     )
 

@@ -77,6 +77,9 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     retry_base_delay: float = 1.0
     retry_max_delay: float = 30.0
     copilot_home: str = ""
+    # copilot_home is this gateway's alone (a BYOK run's): it is removed when the gateway closes, so the
+    # CLI's own record of the conversations (its session store) never outlives the run — Lopen's is the one.
+    forget_home: bool = False
     env: dict[str, str] = msgspec.field(default_factory=dict)
     # The model's confinement (lopen.sandbox): None = the permission policy alone, writes only
     # in each session's working directory and a private temp folder.
@@ -153,6 +156,8 @@ class Gateway:
             self._thread.join(timeout=5)
         if self._own_temp:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
+        if self.config.forget_home and self.config.copilot_home:
+            shutil.rmtree(self.config.copilot_home, ignore_errors=True)
 
     def kill(self) -> None:
         """Kill the CLI process now (a second Ctrl+C): nothing is cleaned up."""

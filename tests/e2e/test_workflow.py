@@ -98,6 +98,16 @@ def test_the_example_is_planned_built_verified_and_committed(demo_run):
     assert totals.calls == len(answered)  # one TokensUsed per model call
 
 
+def test_lopens_record_is_the_one_copy_of_the_conversation_and_its_owners_alone(demo_run):
+    """The CLI keeps its own unredacted record of every conversation in its home: a run's home is its
+    alone and gone when the run ends; `.lopen/` (the store, the worktrees) is readable by its owner only."""
+    code, root, *_ = demo_run
+    assert code == 0
+    assert (root / ".lopen").stat().st_mode & 0o777 == 0o700
+    left = sorted(p.name for p in (root / ".lopen" / "copilot").iterdir())
+    assert left == [], left  # no run-<pid>, no session-store.db, no session-state
+
+
 def test_the_oracle_rejects_first_and_the_model_fixes_it_in_the_same_invocation(demo_run):
     code, _, _, _, _, events, _ = demo_run
     assert code == 0
