@@ -37,8 +37,9 @@ from typing import Literal
 import msgspec
 
 from lopen.errors import LopenError
-from lopen.sandbox import bwrap, landlock, paths
+from lopen.sandbox import bwrap, forward, landlock, paths
 from lopen.sandbox.config import Mode, SandboxConfig
+from lopen.sandbox.network import Route
 from lopen.sandbox.policy import Confinement
 
 Kind = Literal["bwrap", "landlock", "policy"]
@@ -212,14 +213,21 @@ def _extracted(cli_path: str, env: Mapping[str, str]) -> bool:
     return (cache / "copilot" / "pkg" / platform / version / ".extraction-complete").is_file()
 
 
-def launch(protection: Protection, confinement: Plan, cli_path: str) -> tuple[str, list[str]]:
-    """``(path, args)`` to spawn the CLI at ``cli_path`` under ``protection``."""
+def launch(
+    protection: Protection, confinement: Plan, cli_path: str, route: Route | None = None
+) -> tuple[str, list[str]]:
+    """``(path, args)`` to spawn the CLI at ``cli_path`` under ``protection``. Under bubblewrap the
+    CLI has no network but ``route``: the forwarder (:mod:`lopen.sandbox.forward`) starts first
+    and becomes the CLI; without a route the sandbox has no network at all."""
     if protection.kind == "bwrap":
         binary = shutil.which("bwrap") or "bwrap"
+        command = [cli_path]
+        if route is not None:
+            command = [sys.executable, "-I", forward.__file__, *route.forwarder_args(), "--", cli_path]
         return binary, [
             *bwrap.arguments(confinement.writable, confinement.hidden, confinement.read_only),
             "--",
-            cli_path,
+            *command,
         ]
     if protection.kind == "landlock":
         args = ["-I", landlock.__file__]
