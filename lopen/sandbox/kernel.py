@@ -62,6 +62,19 @@ class Protection(msgspec.Struct, frozen=True):
     def confinement(self) -> Confinement:
         return "none" if self.kind == "policy" else self.kind
 
+    @property
+    def network_warning(self) -> str:
+        """What is left open on the network: "" under bubblewrap (the model's network reaches only
+        the provider and ``sandbox.allow_network``), else a plain statement that it is not confined."""
+        if self.kind == "bwrap":
+            return ""
+        under = "under Landlock" if self.kind == "landlock" else "with the permission policy alone"
+        return (
+            f"the network is not confined {under}: the model's shell can reach any address, this machine's "
+            f"loopback included (a local MCP server, databases); {INSTALL_BWRAP} to give it a network of its "
+            "own that reaches only the model provider"
+        )
+
 
 class Plan(msgspec.Struct, frozen=True):
     """What a kernel sandbox allows: resolved paths, each list without duplicates."""
@@ -117,7 +130,11 @@ def choose(mode: Mode, bwrap_found: tuple[str, str], landlock_found: tuple[int, 
         return Protection("policy", "the permission policy alone (sandbox.mode = policy)")
     version, no_bwrap = bwrap_found
     if mode in ("auto", "bwrap") and version:
-        return Protection("bwrap", f"{version} confines the Copilot CLI and every command it runs{_SCOPE}")
+        return Protection(
+            "bwrap",
+            f"{version} confines the Copilot CLI and every command it runs{_SCOPE}; their network reaches only "
+            "the model provider and sandbox.allow_network, through Lopen's proxy",
+        )
     if mode == "bwrap":
         raise LopenError(
             "sandbox.mode is bwrap but bubblewrap cannot confine the Copilot CLI here",
