@@ -383,7 +383,8 @@ class PermissionDecided(Event, kw_only=True):
     """The sandbox policy's answer to one permission request of the Copilot CLI (G7).
 
     ``kind`` is the CLI's request kind (write, read, shell, url, mcp, …), ``target`` the path, command
-    or URL it names."""
+    or URL it names. ``kind="network"``: a connection out of the bubblewrap sandbox that Lopen's network
+    proxy refused, ``target`` its ``host:port``."""
 
     invocation_id: str = ""
     kind: str

@@ -44,7 +44,10 @@ CLIENT = Implementation(name="lopen-tests", version="1.0")
 
 
 def server_env(root: Path, **extra: str) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], "HOME": str(root), "NO_COLOR": "1", **extra}
+    """A clean environment for `lopen mcp`; PYTHONPATH passed on, so a checkout other than the installed
+    one (a git worktree) serves its own code."""
+    passed = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    return {"PATH": os.environ["PATH"], "HOME": str(root), "NO_COLOR": "1", **passed, **extra}
 
 
 @contextlib.asynccontextmanager
@@ -328,11 +331,11 @@ def test_resume_waits_for_a_paused_run_that_is_still_closing_and_refuses_a_runni
 
 
 @contextlib.contextmanager
-def http_server(root: Path, *flags: str) -> Any:
+def http_server(root: Path, *flags: str, **env: str) -> Any:
     child = subprocess.Popen(
         [sys.executable, "-m", "lopen", "mcp", "--http", "--port", "0", *flags],
         cwd=root,
-        env=server_env(root),
+        env=server_env(root, **env),
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -364,9 +367,37 @@ def test_http_serves_on_loopback_with_a_bearer_token(audited: Path) -> None:
         run(test)
 
 
-def test_http_uses_the_given_token_and_refuses_other_hosts(audited: Path) -> None:
-    with http_server(audited, "--token", "a-token-of-my-own") as (_, token):
+def test_http_takes_its_token_from_a_private_file_or_the_environment_never_the_command_line(
+    audited: Path, tmp_path: Path
+) -> None:
+    """A command line is readable by every process (a model's shell read one in /proc and approved a
+    spec over MCP): the token comes from LOPEN_MCP_TOKEN or a 0600 file; --token is refused."""
+    with http_server(audited, LOPEN_MCP_TOKEN="a-token-of-my-own") as (_, token):
         assert token == "a-token-of-my-own"
+    secret = tmp_path / "mcp-token"
+    secret.write_text("a-token-from-a-file\n")
+    secret.chmod(0o600)
+    with http_server(audited, "--token-file", str(secret)) as (_, token):
+        assert token == "a-token-from-a-file"
+
+    def refused(*flags: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "lopen", "mcp", "--http", "--port", "0", *flags],
+            cwd=audited,
+            env=server_env(audited),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1 and "Traceback" not in out.stderr and "fix:" in out.stderr, out.stderr
+        return out.stderr
+
+    assert "--token is refused: a command line is readable" in refused("--token", "on-the-command-line")
+    secret.chmod(0o644)
+    assert f"the token file {secret} is readable or writable by others" in refused("--token-file", str(secret))
+
+
+def test_http_refuses_other_hosts(audited: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lopen", "mcp", "--http", "--host", "0.0.0.0"],
         cwd=audited,

@@ -34,9 +34,22 @@ def test_the_fallback_to_the_policy_alone_is_a_warning_with_the_fix(capsys):
     assert out[1] == "    fix: install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap)"
 
 
-def test_the_policy_by_choice_is_not_a_warning(capsys):
+def test_the_policy_by_choice_warns_only_that_the_network_is_open(capsys):
     show(check_sandbox("policy"))
-    assert capsys.readouterr().out == "✓ sandbox: the permission policy alone (sandbox.mode = policy)\n"
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "! sandbox: the permission policy alone (sandbox.mode = policy) — the network is not confined with the "
+        "permission policy alone: the model's shell can reach any address, this machine's loopback included "
+        "(a local MCP server, databases); install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap) "
+        "to give it a network of its own that reaches only the model provider"
+    )
+
+
+def test_landlock_says_plainly_that_the_network_is_not_confined_and_bubblewrap_that_it_is(capsys):
+    landlock = sandbox_check(choose("landlock", ("", "bwrap is not installed"), (4, "")))
+    assert landlock.warning and "the network is not confined under Landlock" in landlock.detail
+    bwrap = sandbox_check(choose("bwrap", ("bubblewrap 0.8.0", ""), (0, "")))
+    assert not bwrap.warning and "network reaches only the model provider and sandbox.allow_network" in bwrap.detail
 
 
 def test_an_explicit_bwrap_without_bwrap_fails_with_what_why_and_fix(tmp_path):

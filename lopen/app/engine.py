@@ -301,6 +301,8 @@ def run_module(
                     on_session(session_id)
                 if protection is not None and protection.warning:
                     say(f"! sandbox: {protection.warning}")
+                if protection is not None and protection.network_warning:
+                    say(f"! network: {protection.network_warning}")
                 subscription = store.subscribe(renderer(say, journal.stream))
                 try:
                     if replan:

@@ -86,6 +86,8 @@ def run_worker(
                 say(f"session {session_id} (worker {worker_name()})")
                 if protection is not None and protection.warning:
                     say(f"! sandbox: {protection.warning}")
+                if protection is not None and protection.network_warning:
+                    say(f"! network: {protection.network_warning}")
                 subscription = store.subscribe(renderer(say, journal.stream))
                 try:
                     with (

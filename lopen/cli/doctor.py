@@ -160,12 +160,13 @@ def check_sandbox(mode: str) -> Check:
 
 
 def sandbox_check(protection: Protection) -> Check:
-    """A protection as a doctor line: ✓ for a kernel sandbox or the policy by choice, ! for the
-    fallback to the policy alone."""
+    """A protection as a doctor line: ✓ for bubblewrap, ! for anything weaker — the fallback to the
+    policy alone, and any mode that leaves the network open (Landlock, the policy by choice)."""
     from lopen.sandbox.kernel import INSTALL_BWRAP
 
-    if protection.warning:
-        return Check("sandbox", True, f"{protection.detail} — {protection.warning}", INSTALL_BWRAP, warning=True)
+    warnings = [w for w in (protection.warning, protection.network_warning) if w]
+    if warnings:
+        return Check("sandbox", True, f"{protection.detail} — {'; '.join(warnings)}", INSTALL_BWRAP, warning=True)
     return Check("sandbox", True, protection.detail)
 
 

@@ -263,6 +263,15 @@ HostPattern = Annotated[
 ]
 
 
+NetworkPattern = Annotated[
+    str,
+    Meta(
+        pattern=r"^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+        r"|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$",
+    ),
+]
+
+
 class Sandbox(_Section):
     mode: Annotated[
         Literal["auto", "bwrap", "landlock", "policy"],
@@ -278,6 +287,20 @@ class Sandbox(_Section):
         _doc(
             "Hosts whose URLs the model may fetch, e.g. docs.python.org, *.readthedocs.io (* = any); empty = none.",
             allowed="a list of host names, each optionally starting with *. (or just *)",
+        ),
+    ] = ()
+    allow_network: Annotated[
+        tuple[NetworkPattern, ...],
+        _doc(
+            "Hosts the sandbox's network may reach besides the model provider (under bubblewrap; Landlock "
+            "and the policy alone do not confine the network), e.g. pypi.org, files.pythonhosted.org, "
+            "registry.npmjs.org. host = ports 443 and 80, host:port = that port; * = any host (never this "
+            "machine: a loopback address is reached only when named with its port, e.g. 127.0.0.1:8080). "
+            "The provider is always allowed: provider.base_url's host and port, or GitHub Copilot's "
+            "endpoints (api.githubcopilot.com, *.githubcopilot.com, api.github.com, github.com, "
+            "*.githubusercontent.com). Package registries are not, unless listed here.",
+            allowed="a list of host names (optionally starting with *., or just *) or [IPv6] addresses, "
+            "each optionally followed by :port",
         ),
     ] = ()
 

@@ -104,6 +104,9 @@ class Gateway:
         self._plan: Any = None  # what the kernel sandbox allows (lopen.sandbox.kernel.Plan)
         self._temp_dir = ""  # the model's private temp folder
         self._own_temp = False
+        self._route: Any = None  # how the sandbox's network leaves it (lopen.sandbox.network.Route)
+        self._proxy: Any = None  # Lopen's network proxy (lopen.sandbox.proxy.NetworkProxy), under bwrap
+        self._listeners: dict[int, EventCallback] = {}  # the invocations in flight, for network refusals
 
     # lifecycle -----------------------------------------------------------------------------
 
@@ -151,6 +154,11 @@ class Gateway:
                 asyncio.run_coroutine_threadsafe(self._client.stop(), self._loop).result(timeout=timeout)
             except Exception:
                 self._force_stop()
+        if self._proxy is not None and self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self._proxy.close(), self._loop).result(timeout=5)
+        if self._route is not None:
+            shutil.rmtree(os.path.dirname(self._route.socket), ignore_errors=True)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
@@ -173,6 +181,8 @@ class Gateway:
         from copilot import CopilotClient, RuntimeConnection
 
         path, args = self._confined_cli()
+        if self._proxy is not None:
+            await self._proxy.start(self._route.socket)
         connection = RuntimeConnection.for_stdio(path=path, args=args)
         connection.env = self._process_env()
         self._client = CopilotClient(connection=connection, telemetry=self.config.telemetry)
@@ -210,7 +220,28 @@ class Gateway:
         self._plan = confinement
         if self.protection.kind != "policy":
             kernel.unpack_cli(self.config.cli_path, self._process_env())
-        return kernel.launch(self.protection, confinement, self.config.cli_path)
+        if self.protection.kind == "bwrap":
+            self._open_network(sandbox, provider.base_url if provider and byok else "")
+        return kernel.launch(self.protection, confinement, self.config.cli_path, self._route)
+
+    def _open_network(self, sandbox: SandboxConfig, provider_base_url: str) -> None:
+        """The sandbox's one way out (bubblewrap): Lopen's proxy, allowing the model provider and
+        ``sandbox.allow_network``, on a Unix socket in a private folder of Lopen's temp; started
+        on the loop by ``_start``."""
+        from lopen.sandbox import network
+        from lopen.sandbox.proxy import NetworkProxy
+
+        rules = network.default_rules(provider_base_url) + [network.parse(p) for p in sandbox.allow_network]
+        folder = tempfile.mkdtemp(prefix="lopen-net-")
+        self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url)
+        self._proxy = NetworkProxy(network.Allowlist(rules), self._network_refused)
+
+    def _network_refused(self, target: str, reason: str) -> None:
+        """A connection the proxy refused, recorded as a ``network`` permission decision in every
+        invocation in flight (one CLI serves them all: which one asked cannot be told)."""
+        decision = PermissionDecision("network", target, False, reason)
+        for emit in list(self._listeners.values()):
+            emit(decision)
 
     def confined(self, command: str) -> tuple[list[str], dict[str, str]]:
         """``(argv, env)`` to run a shell ``command`` the way the model's own commands run: under the
@@ -225,7 +256,9 @@ class Gateway:
         argv = ["/bin/sh", "-c", command]
         if self.protection is None or self._plan is None:
             return argv, env
-        path, args = kernel.launch(self.protection, self._plan, argv[0])
+        if self._route is not None:
+            env.update(self._route.environment())
+        path, args = kernel.launch(self.protection, self._plan, argv[0], self._route)
         return [path, *args, *argv[1:]] if path != argv[0] else argv, env
 
     def _process_env(self) -> dict[str, str]:
@@ -243,7 +276,7 @@ class Gateway:
             provider_base_url=provider.base_url if provider and byok else "",
             provider_type=provider.type if provider else "",
             model=self.config.default_model,
-            extra=self.config.env,
+            extra={**self.config.env, **(self._route.environment() if self._route is not None else {})},
         )
 
     def _permission_handler(
@@ -317,6 +350,20 @@ class Gateway:
         ask: Callable[[str], str] | None = None,
     ) -> InvocationResult:
         emit = on_event or (lambda _event: None)
+        key = id(emit)
+        self._listeners[key] = emit
+        try:
+            return await self._invoke(request, tools, emit, ask)
+        finally:
+            self._listeners.pop(key, None)
+
+    async def _invoke(
+        self,
+        request: InvocationRequest,
+        tools: Sequence[LopenTool],
+        emit: EventCallback,
+        ask: Callable[[str], str] | None,
+    ) -> InvocationResult:
         started = time.monotonic()
         attempts: list[Attempt] = []
         chain = [m for m in dict.fromkeys(request.models) if m not in self._unavailable] or list(request.models)

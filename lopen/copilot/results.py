@@ -186,7 +186,8 @@ class PermissionDecision(StreamEvent, frozen=True):
 
     ``kind`` is the CLI's request kind (write, read, shell, url, mcp, …), ``target`` the path,
     command or URL it names, ``agent_id`` the sub-agent that asked ("" for the session's own
-    agent)."""
+    agent). ``kind="network"``: a connection Lopen's network proxy refused (``target`` is its
+    ``host:port``; the gateway emits it, not the CLI)."""
 
     kind: str
     target: str

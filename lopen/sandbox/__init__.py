@@ -12,6 +12,10 @@ CLI's own rights. Lopen narrows them in two independent layers:
    command the model runs — is started confined: under bubblewrap (:mod:`lopen.sandbox.bwrap`)
    where it works, else under Landlock (:mod:`lopen.sandbox.landlock`), else not at all, with
    one clear warning (the policy still applies).
+3. **The network** (bubblewrap only). The sandbox has a network namespace of its own; its one
+   way out is Lopen's proxy (:mod:`lopen.sandbox.proxy`), reached through a forwarder inside
+   (:mod:`lopen.sandbox.forward`) and allowing only the model provider and
+   ``sandbox.allow_network`` (:mod:`lopen.sandbox.network`).
 
 Alongside them, :mod:`lopen.sandbox.environment` builds the CLI's environment from an
 allowlist, so Lopen's secrets are not in the model's shell, and registers the secret values

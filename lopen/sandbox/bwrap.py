@@ -12,9 +12,12 @@
   CLI's home reappear inside the hidden ``.lopen/``;
 - ``--ro-bind P P`` — read-only islands inside writable places (the worktree's ``.git``
   pointer, the repository's packs);
+- ``--unshare-net`` — a network namespace of its own: loopback only, no route out. The CLI
+  reaches its model provider through the forwarder started first inside
+  (:mod:`lopen.sandbox.forward`) and Lopen's allowlisting proxy outside
+  (:mod:`lopen.sandbox.proxy`), over a Unix socket visible read-only in the sandbox;
 - ``--die-with-parent`` — the sandbox dies with Lopen.
 
-No network namespace: the CLI must reach its model endpoint (on loopback for a local model).
 bwrap drops every capability of the sandboxed process, even when Lopen runs as root.
 """
 
@@ -28,6 +31,7 @@ from lopen.sandbox.paths import inside
 BASE: tuple[str, ...] = (
     "--die-with-parent",
     "--unshare-pid",
+    "--unshare-net",
     "--ro-bind",
     "/",
     "/",

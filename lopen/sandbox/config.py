@@ -41,10 +41,14 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True):
     - ``protected`` — more paths the model may neither read nor write.
     - ``allow_urls`` — host patterns (``example.com``, ``*.python.org``, ``*``) whose URLs the
       model may fetch; empty = none.
+    - ``allow_network`` — host patterns (``pypi.org``, ``*.pythonhosted.org``, ``host:port``) the
+      sandbox's network may reach besides the model provider (bubblewrap only; see
+      :mod:`lopen.sandbox.network`).
     """
 
     mode: Mode = "auto"
     allow_urls: tuple[str, ...] = ()
+    allow_network: tuple[str, ...] = ()
     project_root: str = ""
     worktree: str = ""
     lanes: str = ""
@@ -68,6 +72,7 @@ def sandbox_config(
     return SandboxConfig(
         mode=settings.sandbox.mode,
         allow_urls=settings.sandbox.allow_urls,
+        allow_network=settings.sandbox.allow_network,
         project_root=str(root),
         worktree=str(worktree),
         lanes=str(lanes) if lanes else "",

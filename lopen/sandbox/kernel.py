@@ -37,8 +37,9 @@ from typing import Literal
 import msgspec
 
 from lopen.errors import LopenError
-from lopen.sandbox import bwrap, landlock, paths
+from lopen.sandbox import bwrap, forward, landlock, paths
 from lopen.sandbox.config import Mode, SandboxConfig
+from lopen.sandbox.network import Route
 from lopen.sandbox.policy import Confinement
 
 Kind = Literal["bwrap", "landlock", "policy"]
@@ -60,6 +61,19 @@ class Protection(msgspec.Struct, frozen=True):
     @property
     def confinement(self) -> Confinement:
         return "none" if self.kind == "policy" else self.kind
+
+    @property
+    def network_warning(self) -> str:
+        """What is left open on the network: "" under bubblewrap (the model's network reaches only
+        the provider and ``sandbox.allow_network``), else a plain statement that it is not confined."""
+        if self.kind == "bwrap":
+            return ""
+        under = "under Landlock" if self.kind == "landlock" else "with the permission policy alone"
+        return (
+            f"the network is not confined {under}: the model's shell can reach any address, this machine's "
+            f"loopback included (a local MCP server, databases); {INSTALL_BWRAP} to give it a network of its "
+            "own that reaches only the model provider"
+        )
 
 
 class Plan(msgspec.Struct, frozen=True):
@@ -116,7 +130,11 @@ def choose(mode: Mode, bwrap_found: tuple[str, str], landlock_found: tuple[int, 
         return Protection("policy", "the permission policy alone (sandbox.mode = policy)")
     version, no_bwrap = bwrap_found
     if mode in ("auto", "bwrap") and version:
-        return Protection("bwrap", f"{version} confines the Copilot CLI and every command it runs{_SCOPE}")
+        return Protection(
+            "bwrap",
+            f"{version} confines the Copilot CLI and every command it runs{_SCOPE}; their network reaches only "
+            "the model provider and sandbox.allow_network, through Lopen's proxy",
+        )
     if mode == "bwrap":
         raise LopenError(
             "sandbox.mode is bwrap but bubblewrap cannot confine the Copilot CLI here",
@@ -212,14 +230,21 @@ def _extracted(cli_path: str, env: Mapping[str, str]) -> bool:
     return (cache / "copilot" / "pkg" / platform / version / ".extraction-complete").is_file()
 
 
-def launch(protection: Protection, confinement: Plan, cli_path: str) -> tuple[str, list[str]]:
-    """``(path, args)`` to spawn the CLI at ``cli_path`` under ``protection``."""
+def launch(
+    protection: Protection, confinement: Plan, cli_path: str, route: Route | None = None
+) -> tuple[str, list[str]]:
+    """``(path, args)`` to spawn the CLI at ``cli_path`` under ``protection``. Under bubblewrap the
+    CLI has no network but ``route``: the forwarder (:mod:`lopen.sandbox.forward`) starts first
+    and becomes the CLI; without a route the sandbox has no network at all."""
     if protection.kind == "bwrap":
         binary = shutil.which("bwrap") or "bwrap"
+        command = [cli_path]
+        if route is not None:
+            command = [sys.executable, "-I", forward.__file__, *route.forwarder_args(), "--", cli_path]
         return binary, [
             *bwrap.arguments(confinement.writable, confinement.hidden, confinement.read_only),
             "--",
-            cli_path,
+            *command,
         ]
     if protection.kind == "landlock":
         args = ["-I", landlock.__file__]

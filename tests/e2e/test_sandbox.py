@@ -6,13 +6,20 @@ and plants a git hook, and the CLI's `create` writes outside — once with the p
 alone and once under each kernel sandbox that runs here. Every attempt must fail (refused by the
 policy, or without effect under the kernel), every permission decision must be emitted, and
 ordinary work in the worktree must still succeed.
+
+Under bubblewrap the model also tries the network: a local server standing in for Lopen's MCP
+control server (on loopback, directly and through the sandbox's proxy; on the machine's own
+address), a Python socket to it, and an outside host through the proxy. Nothing reaches it, the
+proxy's refusals are recorded, and the model provider — on loopback too — still answers.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,9 +53,10 @@ MODES = [
 
 
 class Hostile:
-    """The playbook's attempts, in order: (name, tool, arguments)."""
+    """The playbook's attempts, in order: (name, tool, arguments); with a ``listener``, the network
+    attempts against it too."""
 
-    def __init__(self, project: SandboxProject, lopen_pid: int) -> None:
+    def __init__(self, project: SandboxProject, lopen_pid: int, listener: Listener | None = None) -> None:
         root, outside = project.root, project.outside
         self.steps: list[tuple[str, str, dict[str, str]]] = [
             ("shadow", "bash", {"command": "cat /etc/shadow"}),
@@ -69,6 +77,8 @@ class Hostile:
             ("work", "bash", {"command": "echo ok > made.txt && git add made.txt && git status --short"}),
             ("create-inside", "create", {"path": "{{cwd}}/created.txt", "file_text": "fine"}),
         ]
+        if listener is not None:
+            self.steps += listener.attempts()
 
     def playbook(self) -> str:
         turns = []
@@ -90,6 +100,60 @@ class Hostile:
             call = calls[f"call_hostile_{index}_0"]
             found[name] = (call.success, call.result)
         return found
+
+
+class Listener:
+    """A TCP server on every address of this machine, standing in for Lopen's MCP control server
+    (``lopen mcp --http``): it counts the connections it accepts and answers each with a secret."""
+
+    ANSWER = "approved-by-the-model"
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("0.0.0.0", 0))
+        self.port = self.server.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with client:
+                client.sendall(f"HTTP/1.0 200 OK\r\n\r\n{self.ANSWER}\n".encode())
+
+    def attempts(self) -> list[tuple[str, str, dict[str, str]]]:
+        port, own = self.port, _own_address()
+        probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('{self.ANSWER}')"
+        steps = [
+            ("net-loopback", "bash", {"command": f"curl -sS -m 5 http://127.0.0.1:{port}/approve"}),
+            (
+                "net-via-proxy",
+                "bash",
+                {"command": f"curl -sS -m 5 --noproxy '' -x $HTTP_PROXY http://127.0.0.1:{port}/"},
+            ),
+            ("net-python", "bash", {"command": f'python3 -c "{probe}"'}),
+            ("net-outside", "bash", {"command": "curl -sS -m 5 -o /dev/null -w '%{http_code}' https://example.com/"}),
+            ("net-env", "bash", {"command": "echo PROXY=$HTTPS_PROXY"}),
+        ]
+        if own:
+            steps.append(("net-own-address", "bash", {"command": f"curl -sS -m 5 http://{own}:{port}/approve"}))
+        return steps
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _own_address() -> str:
+    """This machine's address on its default route (no packet is sent), or "" when it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.255", 9))
+            return str(probe.getsockname()[0])
+        except OSError:
+            return ""
 
 
 def _toml(value: str) -> str:
@@ -116,11 +180,18 @@ def lopen_stand_in() -> Iterator[int]:
     process.wait()
 
 
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_hostile_model_changes_nothing_outside_its_worktree_and_sees_no_secret(
-    scripted, gateway_for, project, lopen_stand_in, mode
+    scripted, gateway_for, project, lopen_stand_in, listener, mode
 ):
-    hostile = Hostile(project, lopen_stand_in)
+    hostile = Hostile(project, lopen_stand_in, listener if mode == "bwrap" else None)
     server = scripted(hostile.playbook())
     sandbox = SandboxConfig(mode=mode, project_root=str(project.root), worktree=str(project.worktree))
     gateway = gateway_for(server, sandbox=sandbox, copilot_home=str(project.lopen / "copilot"))
@@ -179,6 +250,26 @@ def test_a_hostile_model_changes_nothing_outside_its_worktree_and_sees_no_secret
 
     # the 12-character token is known to redaction now, so no event or log can store it
     assert redact_text(f"echo {TOKEN}") == f"echo {REDACTED}"
+
+    if mode == "bwrap":  # a network of its own: the provider (on loopback) answered, nothing else did
+        _assert_network_confined(seen, decisions, listener)
+
+
+def _assert_network_confined(
+    seen: dict[str, tuple[bool, str]], decisions: list[PermissionDecision], listener: Listener
+) -> None:
+    assert listener.accepted == 0 and Listener.ANSWER not in "\n".join(t for _ok, t in seen.values())
+    assert "Connection refused" in seen["net-loopback"][1] or "connect to" in seen["net-loopback"][1]
+    assert "ConnectionRefusedError" in seen["net-python"][1]
+    assert "Lopen's sandbox refused a connection to 127.0.0.1:" in seen["net-via-proxy"][1]
+    assert "403" in seen["net-outside"][1], seen["net-outside"]
+    assert "PROXY=http://127.0.0.1:" in seen["net-env"][1]
+    if "net-own-address" in seen:
+        assert not seen["net-own-address"][0] or "curl:" in seen["net-own-address"][1]
+    refused = {d.target: d for d in decisions if d.kind == "network"}
+    assert f"127.0.0.1:{listener.port}" in refused and "example.com:443" in refused, refused
+    assert not any(d.allowed for d in refused.values())
+    assert "allow_network" in refused["example.com:443"].reason
 
 
 def test_a_fresh_cli_unpacks_itself_then_runs_inside_the_sandbox(scripted, gateway_for, project, monkeypatch):

@@ -1,0 +1,157 @@
+"""The sandbox's network allowlist and Lopen's proxy, on real sockets.
+
+The proxy listens on a Unix socket, as it does for the forwarder inside bubblewrap; the
+destinations are real TCP servers on loopback. An allowed destination answers through the proxy;
+another port, another host, a wildcard that would open this machine, and a CONNECT to a host not
+listed are answered ``403`` with a one-line reason, and each refusal is reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lopen.sandbox import network
+from lopen.sandbox.network import Allowlist, Rule
+from lopen.sandbox.proxy import NetworkProxy
+
+# -- the allowlist, by name --------------------------------------------------------------------
+
+
+def test_a_pattern_is_a_host_or_wildcard_with_an_optional_port():
+    assert network.parse("PyPI.org") == Rule("pypi.org")
+    assert network.parse("*.pythonhosted.org:443") == Rule("*.pythonhosted.org", 443)
+    assert network.parse("127.0.0.1:8080") == Rule("127.0.0.1", 8080)
+    assert network.parse("[::1]:8080") == Rule("::1", 8080)
+    with pytest.raises(ValueError):
+        network.parse("example.com:99999")
+
+
+def test_a_host_rule_allows_its_web_ports_and_a_port_rule_that_port_alone():
+    allow = Allowlist.of(["pypi.org", "*.githubcopilot.com", "registry.example:4873"])
+    assert allow.refuses("pypi.org", 443) == "" and allow.refuses("PYPI.ORG", 80) == ""
+    assert allow.refuses("api.individual.githubcopilot.com", 443) == ""
+    assert allow.refuses("registry.example", 4873) == ""
+    assert "pypi.org:22 is not in" in allow.refuses("pypi.org", 22)
+    assert allow.refuses("githubcopilot.com", 443)  # *.domain is below the domain only
+    assert allow.refuses("evil-githubcopilot.com", 443)
+    assert allow.refuses("registry.example", 443)
+    assert "sandbox.allow_network" in allow.refuses("example.com", 443)
+
+
+def test_this_machine_opens_only_to_a_rule_naming_its_address_and_port():
+    everything = Allowlist.of(["*", "*:8080"])
+    assert "this machine" in everything.refuses("127.0.0.1", 8080)
+    assert "this machine" in everything.refuses_address("localtest.me", "127.0.0.1", 443)
+    assert "this machine" in everything.refuses_address("x.example", "::ffff:127.0.0.1", 443)
+    assert everything.refuses_address("pypi.org", "151.101.0.223", 443) == ""
+    provider = Allowlist(network.default_rules("http://127.0.0.1:8123/v1"))
+    assert provider.refuses("127.0.0.1", 8123) == "" and provider.refuses_address("127.0.0.1", "127.0.0.1", 8123) == ""
+    assert provider.refuses("127.0.0.1", 8124)
+
+
+def test_the_default_is_the_provider_or_github_copilot():
+    assert network.default_rules("https://models.example/v1") == [Rule("models.example", 443)]
+    github = Allowlist(network.default_rules(""))
+    assert github.refuses("api.githubcopilot.com", 443) == "" and github.refuses("api.github.com", 443) == ""
+    assert github.refuses("pypi.org", 443)
+
+
+def test_a_loopback_provider_gets_a_direct_listener_and_everything_else_the_proxy():
+    route = network.route("/tmp/x/proxy.sock", "http://localhost:3128/v1")
+    assert route.direct == (("127.0.0.1", 3128, "localhost"),) and route.proxy == ("127.0.0.1", 3129)
+    assert route.forwarder_args()[-2:] == ["--direct", "127.0.0.1:3128=localhost"]
+    env = route.environment()
+    assert env["HTTPS_PROXY"] == "http://127.0.0.1:3129" and "127.0.0.1" in env["NO_PROXY"]
+    assert network.route("/s", "https://models.example/v1").direct == ()
+
+
+# -- the proxy, on real sockets ----------------------------------------------------------------
+
+
+async def _echo_server() -> tuple[asyncio.AbstractServer, int]:
+    """A TCP server on loopback that answers every request with ``HTTP 200`` and what it was asked."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        line = head.split(b"\r\n", 1)[0]
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nasked: " + line)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+class Running:
+    def __init__(self, proxy: NetworkProxy, port: int, other_port: int, refused: list[tuple[str, str]]) -> None:
+        self.proxy, self.port, self.other_port, self.refused = proxy, port, other_port, refused
+
+    async def ask(self, request: str) -> bytes:
+        reader, writer = await asyncio.open_unix_connection(self.proxy.path)
+        writer.write(request.encode())
+        await writer.drain()
+        answer = await reader.read()
+        writer.close()
+        return answer
+
+
+def test_an_allowed_destination_answers_through_the_proxy_and_nothing_else_does(tmp_path):
+    async def scenario() -> None:
+        allowed, port = await _echo_server()
+        other, other_port = await _echo_server()
+        refused: list[tuple[str, str]] = []
+        proxy = NetworkProxy(Allowlist.of([f"127.0.0.1:{port}", "*"]), lambda t, r: refused.append((t, r)))
+        await proxy.start(str(tmp_path / "proxy.sock"))
+        assert (tmp_path / "proxy.sock").stat().st_mode & 0o777 == 0o600
+        running = Running(proxy, port, other_port, refused)
+        try:
+            # plain HTTP to the allowed address: passed on in origin form
+            answer = await running.ask(f"GET http://127.0.0.1:{port}/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"asked: GET /v1/models HTTP/1.1")
+            # a CONNECT tunnel to it, then a request inside the tunnel
+            tunnel = await running.ask(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nGET /inside HTTP/1.1\r\n\r\n")
+            assert tunnel.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK")
+            assert tunnel.endswith(b"asked: GET /inside HTTP/1.1")
+            assert refused == []
+
+            # another port of this machine — the MCP control server's, say — even with "*" listed
+            other_answer = await running.ask(f"GET http://127.0.0.1:{other_port}/approve HTTP/1.1\r\n\r\n")
+            assert other_answer.startswith(b"HTTP/1.1 403 Forbidden") and b"asked" not in other_answer
+            assert f"Lopen's sandbox refused a connection to 127.0.0.1:{other_port}".encode() in other_answer
+            # a name "*" allows, that lands on this machine
+            by_name = await running.ask("CONNECT localhost:443 HTTP/1.1\r\n\r\n")
+            assert by_name.startswith(b"HTTP/1.1 403") and b"resolves to 127.0.0.1, this machine" in by_name
+            assert [t for t, _ in refused] == [f"127.0.0.1:{other_port}", "localhost:443"]
+        finally:
+            await proxy.close()
+            allowed.close()
+            other.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_connect_to_a_host_not_listed_is_refused_with_its_reason(tmp_path):
+    async def scenario() -> None:
+        refused: list[tuple[str, str]] = []
+        proxy = NetworkProxy(Allowlist.of(["pypi.org"]), lambda t, r: refused.append((t, r)))
+        await proxy.start(str(tmp_path / "proxy.sock"))
+        running = Running(proxy, 0, 0, refused)
+        try:
+            answer = await running.ask("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 403 Forbidden")
+            assert b"X-Lopen-Refused: Lopen's sandbox refused a connection to example.com:443" in head
+            assert body == (
+                b"Lopen's sandbox refused a connection to example.com:443: example.com:443 is not in "
+                b"the sandbox's network allowlist (sandbox.allow_network)\n"
+            )
+            wrong_port = await running.ask("CONNECT pypi.org:22 HTTP/1.1\r\n\r\n")
+            assert wrong_port.startswith(b"HTTP/1.1 403")
+            assert [t for t, _ in refused] == ["example.com:443", "pypi.org:22"]
+            assert "allow_network" in refused[0][1]
+        finally:
+            await proxy.close()
+
+    asyncio.run(scenario())
