@@ -12,6 +12,7 @@ with what, why and how to fix it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -407,6 +408,40 @@ def document(root: Path, module: str, kind: str, ref: str = "") -> str:
         return doc.source if kind == "spec" else doc.text(doc.find(ref, "the specification"))
     except (DocumentError, OSError) as exc:
         raise LopenError(f"cannot read the {kind} of {module}", str(exc), "check the project's files") from None
+
+
+def openable_sections(root: Path, module: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``names`` that open a section of the module's spec (``document(…, "section", name)``):
+    a prompt's own parts (its task, a file's contents) are not spec sections. The spec is read again
+    only when the file changed (the TUI asks on every frame)."""
+    from lopen.documents import DocumentError
+    from lopen.documents.paths import spec_path
+
+    try:
+        stamp = spec_path(root, module).stat().st_mtime_ns
+    except OSError:
+        return ()
+    doc = _spec_document(root, module, stamp)
+    if doc is None:
+        return ()
+    found = []
+    for name in names:
+        try:
+            doc.find(name, "the specification")
+        except DocumentError:
+            continue
+        found.append(name)
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_document(root: Path, module: str, _stamp: int) -> Any:
+    from lopen.documents import DocumentError, load_spec
+
+    try:
+        return load_spec(root, module)[1]
+    except (DocumentError, OSError):
+        return None
 
 
 def has_spec(project: Project, module: str) -> bool:

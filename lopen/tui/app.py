@@ -467,6 +467,10 @@ class LopenApp(App[int]):
         else:
             self.notify(done)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only screen (``lopen watch``) offers no steering: no pause or resume key, none in the footer."""
+        return not (self.options.read_only and action in ("pause", "resume"))
+
     def action_pause(self) -> None:
         """Ctrl+P: record ``PauseRequested``; the run pauses before its next invocation."""
         self._steer(lambda s: s.pause(), "Pause requested: the run pauses after the current invocation.")

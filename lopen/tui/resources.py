@@ -29,7 +29,10 @@ class Resource:
 
 def resources_of(state: ScreenState, root: Path | None) -> list[Resource]:
     found = [Resource("plan", "Plan"), Resource("spec", "Specification")]
-    found += [Resource("section", f"§ {name}", name) for name in state.sections_sent()]
+    sections = state.sections_sent()
+    if root is not None:  # only what opens: a prompt's own parts (its task, a file's contents) are not the spec's
+        sections = queries.openable_sections(root, state.module, sections)
+    found += [Resource("section", f"§ {name}", name) for name in sections]
     if root is not None:
         found += [
             Resource("research", f"Research: {title}", slug) for slug, title in queries.research(root, state.module)

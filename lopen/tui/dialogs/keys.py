@@ -12,16 +12,16 @@ from textual.widgets import Static
 from lopen.tui.controller import SLASH_COMMANDS
 
 KEYS: tuple[tuple[str, str], ...] = (
+    ("Enter / Alt+Enter", "in the prompt (it has the focus): send, queued for the next invocation / new line"),
     ("Ctrl+P", "pause after the current invocation (recorded)"),
     ("Ctrl+C", "stop cleanly (state saved); twice to leave at once"),
-    ("r", "resume a paused or stopped run"),
-    ("Tab / Shift+Tab", "move between activity, plan and prompt"),
-    ("Up / Down, Enter", "move between tool calls; expand one"),
-    ("1-9", "open a resource (plan, spec, sections, research)"),
+    ("Ctrl+R", "resume a paused or stopped run (r outside the prompt)"),
+    ("Alt+1-9", "open a resource: plan, spec, sections, research (1-9 outside the prompt)"),
+    ("F1", "this help (? in an empty prompt or outside it)"),
+    ("Esc / Tab", "leave the prompt / move between activity, plan and prompt"),
+    ("Up / Down, Enter", "outside the prompt: move between tool calls; expand one"),
     ("/", "type a slash command"),
-    ("Enter / Alt+Enter", "in the prompt: send (queued for the next invocation) / new line"),
-    ("?", "this help"),
-    ("q", "leave (when no run is going)"),
+    ("q / Ctrl+Q", "leave when no run is going (q outside the prompt)"),
 )
 
 

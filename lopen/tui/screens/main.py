@@ -33,13 +33,24 @@ from lopen.tui.widgets.topbar import TopBar, TopBarData
 
 
 class MainScreen(Screen[None]):
-    AUTO_FOCUS = "ActivityPane"
+    """The prompt has the focus whenever the screen is shown (a watcher's: the activity pane): what is
+    typed goes into it, every letter and digit. Keys act with a modifier from anywhere (Ctrl+R resume,
+    Ctrl+P pause, Ctrl+C stop, F1 keys, Alt+1–9 resources), ``?`` in an empty prompt, and as plain
+    letters once Escape or Tab took the focus out of the prompt."""
+
+    AUTO_FOCUS = "PromptArea"
     HORIZONTAL_BREAKPOINTS = [(0, "-tiny"), (80, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
     BINDINGS = [
-        Binding("r", "app.resume", "Resume"),
-        Binding("question_mark", "app.keys", "Keys"),
+        Binding("ctrl+r", "app.resume", "Resume", priority=True),
+        Binding("f1", "app.keys", "Keys", priority=True),
+        *[
+            Binding(f"alt+{n}", f"app.open_resource({n})", f"Resource {n}", show=False, priority=True)
+            for n in range(1, 10)
+        ],
+        Binding("r", "app.resume", "Resume", show=False),
+        Binding("question_mark", "app.keys", "Keys", show=False),
         Binding("slash", "command", "Command", show=False),
         Binding("c", "toggle_context", "Context", show=False),
         Binding("q", "app.leave", "Quit", show=False),
@@ -71,6 +82,7 @@ class MainScreen(Screen[None]):
             prompt = self.query_one(PromptArea)
             prompt.disabled = True
             prompt.placeholder = "watching: read-only (lopen watch)"
+            self.query_one(ActivityPane).focus()
 
     def show(self, state: ScreenState, changed: set[str]) -> None:
         """Redraw the parts of the screen ``changed`` names ("top", "activity", "context")."""

@@ -2,7 +2,8 @@
 
 What is sent becomes a ``PromptArea.Submitted`` message; the screen decides: a slash command, or a
 message queued for the next invocation (W11). Up on the first line recalls earlier entries.
-Escape leaves the prompt (focus goes back to the activity pane).
+Escape leaves the prompt (focus goes back to the activity pane); ``?`` in an empty prompt shows the keys.
+Every other key typed here is text: a hotkey never fires from the prompt (see ``MainScreen``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ class PromptArea(TextArea):
             event.stop()
             event.prevent_default()
             self.insert("\n")
+            return
+        if event.key == "question_mark" and not self.text:
+            event.stop()
+            event.prevent_default()
+            self.app.action_keys()  # type: ignore[attr-defined]
             return
         if event.key == "escape":
             event.stop()
