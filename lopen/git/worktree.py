@@ -523,8 +523,13 @@ class Worktree:
         self._git("update-ref", "-m", "lopen: branch restored", self.ref, to)
 
     def restore_head(self) -> None:
-        """Point the worktree's HEAD back at the branch (a model that checked out something else)."""
-        self._git("symbolic-ref", "HEAD", self.ref)
+        """Point the worktree's HEAD back at the branch (a model that checked out something else, or wrote
+        something git cannot read there: then git would refuse to fix it, so the file is written)."""
+        dirs = self._dirs()
+        if dirs is None:  # reftable: HEAD is not a file of its own
+            self._git("symbolic-ref", "HEAD", self.ref)
+            return
+        _rewrite(dirs[0] / "HEAD", f"ref: {self.ref}\n")
 
     def advance(self, old: str, new: str) -> None:
         """The branch moved from ``old`` to ``new`` outside this worktree (a merge): bring its index and
