@@ -18,12 +18,16 @@ from pathlib import Path
 
 import pykka
 import pytest
+from copilot.generated.session_events import _load_PermissionRequest
+from sandbox_project import SandboxProject, make_project
 
 from actors.git import GitActor
 from events import catalogue as ev
 from events.journal import Journal
 from lopen.git import Worktree
 from lopen.project import ensure_lopen_dir, open_store
+from lopen.sandbox import SandboxConfig
+from lopen.sandbox.policy import decide, policy_for
 
 BRANCH = "lopen/auth"
 
@@ -307,3 +311,67 @@ def test_a_merged_lanes_worktree_with_a_rewritten_pointer_is_put_back_and_remove
     assert not lane_tree.path.exists()  # before: git would not remove it, and the model's pointer stayed
     [tripped] = world.events(ev.GuardrailTripped)
     assert ".git was rewritten" in tripped.detail
+
+
+# -- the permission policy: refused in every mode ---------------------------------------------------
+
+
+def git_files(project: SandboxProject) -> list[Path]:
+    """The module worktree's ``.git`` pointer, its private git folder's files and the repository's
+    configuration, hooks and attributes."""
+    common = project.root / ".git"
+    private = common / "worktrees" / project.module
+    return [
+        project.worktree / ".git",
+        *(private / name for name in ("HEAD", "config.worktree", "commondir", "gitdir")),
+        common / "config",
+        common / "hooks" / "pre-commit",
+        common / "info" / "attributes",
+    ]
+
+
+@pytest.mark.parametrize("confinement", ["none", "bwrap", "landlock"])
+def test_the_policy_refuses_the_models_writes_to_gits_own_files_in_every_mode(tmp_path, confinement):
+    project = make_project(tmp_path)
+    config = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree))
+    policy = policy_for(config, cwd=str(project.worktree), temp_dir="", home=str(project.home), confinement=confinement)
+    assert decide(policy, write_request("src/app.py")).allowed
+    for path in git_files(project):
+        decision = decide(policy, write_request(str(path)))
+        assert not decision.allowed, path
+    refused = decide(policy, shell_request(f"echo 'gitdir: {tmp_path}' > .git"))
+    assert refused.allowed == (confinement != "none")  # a kernel sandbox judges shell commands itself
+
+
+def test_a_lane_session_may_not_write_its_own_git_pointer(tmp_path):
+    project = make_project(tmp_path)
+    lanes = project.worktree.with_name(f"{project.module}.components")
+    lane = lanes / "core"
+    project.git("worktree", "add", "-q", "-b", f"lopen/{project.module}--core", str(lane))
+    config = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree), lanes=str(lanes))
+    policy = policy_for(config, cwd=str(lane), temp_dir="", home=str(project.home))
+    assert decide(policy, write_request("made.py")).allowed
+    decision = decide(policy, write_request(".git"))
+    assert not decision.allowed and decision.target == str(lane / ".git")
+    assert not decide(policy, shell_request("printf 'gitdir: /tmp/x' > .git")).allowed
+
+
+def write_request(path: str) -> object:
+    """A write permission request exactly as the SDK decodes it from the CLI's message."""
+    fields = {"canOfferSessionApproval": True, "diff": "", "fileName": path, "intention": "Create file"}
+    return _load_PermissionRequest({"kind": "write", **fields})
+
+
+def shell_request(command: str) -> object:
+    return _load_PermissionRequest(
+        {
+            "kind": "shell",
+            "canOfferSessionApproval": False,
+            "commands": [{"identifier": command, "readOnly": False}],
+            "fullCommandText": command,
+            "hasWriteFileRedirection": True,
+            "intention": "Running command",
+            "possiblePaths": [],
+            "possibleUrls": [],
+        }
+    )
