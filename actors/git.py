@@ -12,13 +12,16 @@ tree, on ``lopen/<module>`` (``lopen.git.Worktree.commit``). What is owed is der
 fold (``ModuleState.owed_commits``), so after a crash between a completion and its commit the next
 run's Git actor finds the task owed and commits it — or, when the commit was made but not recorded,
 finds it on the branch by its tree and ``Lopen-Task`` trailer and records it. Asks: ``settle()``
-(every owed commit made; the tip), ``guard()`` (after an invocation: HEAD and the branch where Lopen
-left them), ``reset_to_tip()`` (the worktree back to the last commit).
+(every owed commit made; the tip), ``check()`` (before an invocation: git's own files and HEAD as Lopen
+left them), ``guard()`` (after an invocation: the same, and the branch), ``reset_to_tip()`` (the worktree
+back to the last commit). A worktree is never left unchecked: a lane's is checked before it is removed,
+and every one when its actor stops (the end of the run).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -94,8 +97,12 @@ class GitActor(pykka.ThreadingActor):
         )
 
     def on_stop(self) -> None:
+        """The run ends: the worktree Lopen leaves behind is checked once more (the person's own git will
+        run there), after the last invocation."""
         if self.subscription is not None:
             self.subscription.cancel()
+        if self.worktree.checked():
+            self.check()
 
     def ensure(self, created: bool = False) -> str:
         """The worktree and branch exist (made where the history says, else from the user's HEAD;
@@ -407,8 +414,12 @@ class GitActor(pykka.ThreadingActor):
         self.worktree.load(tree)
 
     def retire(self) -> None:
-        """A merged component's worktree goes (its branch stays: its commits are on the module branch)."""
+        """A merged component's worktree goes (its branch stays: its commits are on the module branch).
+        Checked first: git removes only a worktree whose files agree, so a model's rewritten ``.git``
+        pointer would otherwise keep it — with the model's git folder — after the run."""
         if self.lane:
+            if self.worktree.checked():
+                self.check()
             self.worktree.remove()
 
     def restart_at(self, sha: str) -> None:
@@ -417,35 +428,59 @@ class GitActor(pykka.ThreadingActor):
         self.worktree.restart_at(sha)
         self._publish()
 
-    def guard(self) -> list[str]:
-        """After an invocation: put HEAD and the branch back where Lopen left them; return what was wrong
+    def check(self) -> list[str]:
+        """Before an invocation (and when a worktree is left): git's own files for this worktree — its
+        ``.git`` pointer, its private git folder's pointers and ``config.worktree``
+        (``Worktree.restore_git_files``) — and HEAD put back where Lopen left them; return what was wrong
         (recorded, with a corrective instruction for the next invocation)."""
-        wrong = []
-        head = self.worktree.head_ref()
-        if head != self.worktree.ref:
-            self.worktree.restore_head()
-            wrong.append(f"HEAD was moved to {head or 'a detached commit'}")
+        files = self.worktree.restore_git_files()
+        moved = self._restore_head()
+        self._put_back(moved, files)
+        return files + moved
+
+    def guard(self) -> list[str]:
+        """After an invocation: what ``check`` puts back, and the branch where Lopen left it; return what
+        was wrong (recorded, with a corrective instruction for the next invocation)."""
+        files = self.worktree.restore_git_files()
+        moved = self._restore_head()
         lane = self.lane
         expected = self.journal.read(lambda s: s.tip_of(lane))
         tip = self.worktree.tip()
         if expected and tip != expected:
             self.worktree.move_branch(expected)
-            wrong.append(f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}")
-        self._put_back(wrong)
-        return wrong
+            moved.append(f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}")
+        self._put_back(moved, files)
+        return files + moved
 
-    def _put_back(self, wrong: list[str]) -> None:
-        """Record what the model changed in git and Lopen put back, and tell the next invocation."""
-        if not wrong:
+    def _restore_head(self) -> list[str]:
+        head = self.worktree.head_ref()
+        if head == self.worktree.ref:
+            return []
+        self.worktree.restore_head()
+        return [f"HEAD was moved to {head or 'a detached commit'}"]
+
+    def _put_back(self, wrong: list[str], files: Sequence[str] = ()) -> None:
+        """Record what the model changed in git and Lopen put back, and tell the next invocation: ``wrong``
+        (HEAD, the branch) and ``files`` (git's own files, which decide what plain git runs)."""
+        if not wrong and not files:
             return
-        what = "; ".join(wrong)
-        instruction = (
-            "Do not change branches, commit, reset or check out in git: Lopen commits verified work on "
-            f"{self.worktree.branch} itself. In the last invocation {what}, and Lopen put it back."
-        )
+        what = "; ".join([*files, *wrong])
+        said = []
+        if files:
+            said.append(
+                "Do not edit git's own files — the worktree's .git pointer, its git folder, git configuration: "
+                "they decide which programs git runs for the person, outside the sandbox. "
+                f"In the last invocation {'; '.join(files)}, and Lopen put it back."
+            )
+        if wrong:
+            said.append(
+                "Do not change branches, commit, reset or check out in git: Lopen commits verified work on "
+                f"{self.worktree.branch} itself. In the last invocation {'; '.join(wrong)}, and Lopen put it back."
+            )
+        detail = f"{what} — put back" if not files else f"git's own files were tampered with: {what} — put back"
         self.journal.record(
-            ev.GuardrailTripped(category="git", level="warn", detail=f"{what} — put back"),
-            ev.CorrectiveInstructionIssued(category="git", instruction=instruction),
+            ev.GuardrailTripped(category="git", level="warn", detail=detail),
+            ev.CorrectiveInstructionIssued(category="git", instruction=" ".join(said)),
         )
 
     def reset_to_tip(self) -> None:

@@ -1,7 +1,10 @@
 """The Planner (steps 2–5): one planning invocation that records dependencies, components,
-the selected component and its tasks (only steps 4–5 when looping back from step 7)."""
+the selected component and its tasks (only steps 4–5 when looping back from step 7). With the module's
+Git actor, git's own files and HEAD in the module's worktree are checked before and after it."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pykka
 
@@ -15,12 +18,16 @@ from lopen.workflow.invoke import Invoker
 from lopen.workflow.schedule import buildable
 from lopen.workflow.steps import Kind
 
+if TYPE_CHECKING:
+    from actors.git import GitActor
+
 
 class PlannerActor(Reports, pykka.ThreadingActor):
-    def __init__(self, journal: Journal, invoker: Invoker) -> None:
+    def __init__(self, journal: Journal, invoker: Invoker, git: pykka.ActorProxy[GitActor] | None = None) -> None:
         super().__init__()
         self.journal = journal
         self.invoker = invoker
+        self.git = git
 
     def plan(
         self, assessment: Assessment, budget_hint: str, notes: tuple[str, ...], parallel: int = 1, lanes: bool = False
@@ -28,9 +35,11 @@ class PlannerActor(Reports, pykka.ThreadingActor):
         """One planning invocation. ``parallel`` components are built at once (the prompt says so);
         ``lanes``: planning for parallel lanes, which succeeds when a ready component gained tasks."""
         before = self.journal.snapshot() if lanes else None
+        self._check_git()
         outcome = self.invoker.invoke(
             Kind.PLANNING, assessment.step, budget_hint=budget_hint, notes=notes, parallel=parallel
         )
+        self._check_git()
         if not outcome.ok:
             return StepOutcome(ok=False, detail=outcome.detail, error_kind=outcome.error_kind)
         if before is not None:
@@ -51,6 +60,11 @@ class PlannerActor(Reports, pykka.ThreadingActor):
             return StepOutcome(ok=True, detail=f"planned {selected.slug}: {plural(n, 'task')}{done}")
 
         return self.journal.read(result)
+
+    def _check_git(self) -> None:
+        """git's own files and HEAD in the module's worktree as Lopen left them (``GitActor.check``)."""
+        if self.git is not None:
+            self.git.check().get()
 
 
 def _lanes_planned(before: ModuleState, after: ModuleState) -> StepOutcome:

@@ -3,7 +3,8 @@ the module's boundary (the oracle asked directly; a failed verdict becomes a fix
 
 Before a task's invocation it records the scopes that begin (``ScopeStarted`` with the branch tip:
 the oracle's diff starts there) and tells the model what a cut-off or failed earlier invocation left
-in the worktree. After it, the Git actor puts HEAD and the branch back if the model moved them; a
+in the worktree; the Git actor checks git's own files and HEAD (a model's earlier tampering, another
+lane's). After it, the Git actor puts git's files, HEAD and the branch back if the model moved them; a
 completed task has been committed by the Git actor (exactly its verified tree) and the worktree is
 reset to that commit; an unfinished one is recorded failed with the reason.
 """
@@ -75,6 +76,7 @@ class TaskRunnerActor(Reports, pykka.ThreadingActor):
                     task_id=task.id, from_state=task.state, to_state="in-progress", reason="invocation started"
                 )
             )
+        self.git.check().get()
         outcome = self.invoker.invoke(
             Kind.TASK,
             6,

@@ -175,6 +175,52 @@ def test_bwrap_keeps_the_worktrees_git_pointer_read_only(project, tmp_path):
     assert (project.worktree / ".git").read_text().startswith(f"gitdir: {project.root}/.git/worktrees/")
 
 
+def private_git_dir(project: SandboxProject) -> Path:
+    return project.root / ".git" / "worktrees" / project.module
+
+
+@pytest.mark.parametrize("name", ["HEAD", "config.worktree", "commondir", "gitdir"])
+def test_bwrap_keeps_the_worktrees_private_git_files_read_only(project, tmp_path, name):
+    if available("bwrap"):
+        pytest.skip(available("bwrap"))
+    temp = tmp_path / "t"
+    temp.mkdir()
+    confined = Confined("bwrap", project, temp)  # its plan makes the missing config.worktree first
+    target = private_git_dir(project) / name
+    before = target.read_bytes()
+    done = confined.run(
+        f"printf '[core]\\n\\tfsmonitor = /tmp/evil\\n' > '{target}'; "
+        f"rm -f '{target}'; mv '{target}' '{target}.moved'; "
+        'git add README.md && git status --short >/dev/null && echo "git works"'
+    )
+    assert target.read_bytes() == before
+    assert "git works" in done.stdout, done.stderr  # the index beside them stays writable
+
+
+def test_bwrap_keeps_an_existing_lanes_git_pointer_read_only(project, tmp_path):
+    if available("bwrap"):
+        pytest.skip(available("bwrap"))
+    lanes = project.worktree.with_name(f"{project.module}.components")
+    lane = lanes / "core"
+    project.git("worktree", "add", "-q", "-b", f"lopen/{project.module}--core", str(lane))
+    pointer = (lane / ".git").read_text()
+    temp = tmp_path / "t"
+    temp.mkdir()
+    config = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree), lanes=str(lanes))
+    plan = kernel.plan(config, temp_dir=str(temp), copilot_home=str(project.lopen / "copilot"), byok=True)
+    assert str(lane / ".git") in plan.read_only
+    path, args = kernel.launch(Protection("bwrap", ""), plan, "/bin/sh")
+    done = subprocess.run(
+        [path, *args, "-c", "echo 'gitdir: /tmp/evil' > .git; rm -f .git; echo written > made.txt"],
+        cwd=lane,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (lane / ".git").read_text() == pointer
+    assert (lane / "made.txt").read_text() == "written\n", done.stderr  # the lane itself stays writable
+
+
 # -- the plan and the launch command --------------------------------------------------------------
 
 
@@ -189,13 +235,17 @@ def test_the_plan_for_a_linked_worktree(project, tmp_path):
         str(git_dir / "worktrees" / project.module),
         str(git_dir / "objects"),
     )
+    private = git_dir / "worktrees" / project.module
     assert plan.read_only == (
         str(git_dir / "objects" / "pack"),
         str(git_dir / "objects" / "info"),
-        str(git_dir / "worktrees" / project.module / "commondir"),  # which repository this worktree is
-        str(git_dir / "worktrees" / project.module / "gitdir"),
+        str(private / "HEAD"),  # which branch
+        str(private / "commondir"),  # which repository this worktree is
+        str(private / "gitdir"),
+        str(private / "config.worktree"),  # made empty when missing, so that it can be kept read-only
         str(project.worktree / ".git"),
     )
+    assert (private / "config.worktree").read_text() == ""
     assert str(project.lopen) in plan.hidden
     assert str(project.root / "docs" / "requirements") in plan.hidden
     assert str(project.home / ".ssh") in plan.hidden

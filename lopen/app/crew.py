@@ -99,7 +99,7 @@ class Crew:
         self.metrics = self.start(MetricsActor, store, project, module)
         self.assessor = self.start(AssessorActor, journal, watcher, worktree)
         self.guardrail = self.start(GuardrailActor, journal, settings, self.metrics, ask)
-        self.planner = self.start(PlannerActor, journal, invoker)
+        self.planner = self.start(PlannerActor, journal, invoker, self.git)
         self.task_runner = self.start(TaskRunnerActor, journal, invoker, self.git, verify)
 
     def start(self, cls: type[pykka.ThreadingActor], *args: object, **kwargs: object) -> pykka.ActorProxy[Any]:

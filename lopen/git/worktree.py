@@ -18,15 +18,21 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
+import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from lopen.git.repository import GitError, Repository, git
+from lopen.git.repository import GitError, Repository, git, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+WORKTREE_CONFIG_KEPT = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"})
+"""The keys a worktree's private ``config.worktree`` may keep: what ``git sparse-checkout`` puts there.
+Any other key (``core.fsmonitor``, ``core.hooksPath``, ``filter.<x>.clean``, ``include.path`` …) could
+make the person's own git run a program, so Lopen removes it."""
 
 
 def _read_ref(common: Path, ref: str) -> str | None:
@@ -87,6 +93,7 @@ class Worktree:
         self._excludes: str | None = None
         self._pins: dict[str, str] | None = None
         self._git_dirs: tuple[Path, Path] | None = None  # (its private git folder, the common one)
+        self._trusted: tuple[Path, Path] | None = None  # the same, as checked when Lopen made or adopted it
         self._indexed: str | None = None  # the tip the persistent index was read from
         self._tree_lock = threading.Lock()
 
@@ -99,8 +106,11 @@ class Worktree:
 
     def _pinned(self) -> dict[str, str]:
         if self._pins is None:
-            common = self._common()
-            private = self._private(common) or common / "worktrees" / self.path.name
+            if self._trusted is not None:
+                private, common = self._trusted
+            else:
+                common = self._common()
+                private = self._private(common) or common / "worktrees" / self.path.name
             self._pins = {"GIT_DIR": str(private), "GIT_COMMON_DIR": str(common), "GIT_WORK_TREE": str(self.path)}
         return self._pins
 
@@ -160,8 +170,9 @@ class Worktree:
                 "Lopen builds the module in its own worktree and git allows a branch in one worktree only",
                 f"switch that checkout to another branch (`git -C {elsewhere} checkout -`), then run again",
             )
-        self._git_dirs = None
+        self._git_dirs = self._trusted = None
         if self._is_worktree():
+            self._trust()
             return False, base
         if self.path.exists():
             if not (self.path / ".git").exists():
@@ -179,7 +190,16 @@ class Worktree:
             git(self.repo_root, "worktree", "add", "-q", "-b", self.branch, str(self.path), base or "HEAD")
         else:
             git(self.repo_root, "worktree", "add", "-q", str(self.path), self.branch)
+        self._trust()
         return created, base
+
+    def _trust(self) -> None:
+        """Pin the git folders now, while every git file agrees (just checked, or just made by git):
+        Lopen's git uses them from here on, and ``restore_git_files`` puts the files back to them."""
+        self._pins = self._git_dirs = None
+        common = self._common()
+        private = self._private(common)
+        self._trusted = (private, common) if private is not None else None
 
     def _exclude_from_checkout(self) -> None:
         """A worktree folder inside the user's checkout never shows in their `git status`."""
@@ -195,7 +215,9 @@ class Worktree:
         """A worktree folder git no longer knows as this branch's worktree (damaged, or its git pointer
         changed): kept for inspection under ``<folder>.broken-<time>``, never deleted; a fresh one follows."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        self.path.rename(self.path.with_name(f"{self.path.name}.broken-{stamp}"))
+        aside = self.path.with_name(f"{self.path.name}.broken-{stamp}")
+        self.path.rename(aside)
+        _disarm(aside / ".git")
 
     def _is_worktree(self) -> bool:
         """A worktree of this repository whose git files all agree (read, never run: see ``_private``)."""
@@ -204,6 +226,66 @@ class Worktree:
             return False
         self._pins = self._git_dirs = None  # pinned afresh on the next command
         return True
+
+    # -- git's own files -------------------------------------------------------------------------
+
+    def restore_git_files(self) -> list[str]:
+        """Put back git's files for this worktree where a model changed them; say what was wrong.
+
+        These files decide which repository, configuration and programs *plain* git uses in this folder
+        — the person's own ``git status`` later, outside any sandbox — while Lopen's git ignores them
+        (its folders are pinned). A model that points ``.git`` at a git folder of its own, with
+        ``core.fsmonitor`` or a ``filter.<x>.clean`` set, would otherwise have that program run by the
+        person. Checked against the folders Lopen pinned when it made or adopted the worktree
+        (``ensure``), never against what the files say now:
+
+        - the worktree's ``.git`` pointer names the private git folder (``gitdir: <folder>``);
+        - the private folder's ``gitdir`` points back at that ``.git``, its ``commondir`` leads to the
+          repository's git folder;
+        - its ``config.worktree`` keeps only sparse-checkout keys (:data:`WORKTREE_CONFIG_KEPT`).
+
+        A file that is a symlink, a folder or a hard link is replaced, never written through. A worktree
+        Lopen has not pinned (never ensured) or that is gone is left alone: there is nothing to restore.
+        """
+        if self._trusted is None or not self.path.is_dir() or not self._trusted[0].is_dir():
+            return []
+        private, common = self._trusted
+        found = [
+            self._restore_pointer(self.path / ".git", self.path, private, f"gitdir: {private}\n"),
+            self._restore_pointer(private / "gitdir", private, self.path.resolve() / ".git"),
+            self._restore_pointer(private / "commondir", private, common, os.path.relpath(common, private) + "\n"),
+            self._restore_worktree_config(private / "config.worktree"),
+        ]
+        return [what for what in found if what]
+
+    def checked(self) -> bool:
+        """Whether Lopen pinned this worktree's git folders (``ensure``) and the worktree is still there:
+        then ``restore_git_files`` can check it."""
+        return self._trusted is not None and self.path.is_dir()
+
+    def _restore_pointer(self, path: Path, base: Path, target: Path, content: str = "") -> str:
+        """``path`` must be a plain file naming ``target`` (relative to ``base``); otherwise it is written
+        again (``content``, else ``target`` and a newline) and the change is described."""
+        prefix = "gitdir: " if path.name == ".git" else ""
+        if _names(path, prefix, base, target):
+            return ""
+        was = _described(path)
+        _rewrite(path, content or f"{target}\n")
+        return f"{_label(self.path, path)} was {was}"
+
+    def _restore_worktree_config(self, path: Path) -> str:
+        """``config.worktree`` keeps only the keys of :data:`WORKTREE_CONFIG_KEPT`; a file git cannot read,
+        or that is not a plain file, is emptied. Absent is fine: git made none."""
+        if not os.path.lexists(path):
+            return ""
+        entries = _config_entries(path, self.repo_root)
+        kept = [(key, value) for key, value in entries or () if key in WORKTREE_CONFIG_KEPT]
+        if entries is not None and len(kept) == len(entries):
+            return ""
+        removed = sorted({key for key, _ in entries or ()} - WORKTREE_CONFIG_KEPT)
+        _rewrite(path, _config_text(kept))
+        what = ", ".join(removed) if removed else _described(path)
+        return f"{_label(self.path, path)} set {what}: removed"
 
     # -- reading it -----------------------------------------------------------------------------
 
@@ -441,8 +523,13 @@ class Worktree:
         self._git("update-ref", "-m", "lopen: branch restored", self.ref, to)
 
     def restore_head(self) -> None:
-        """Point the worktree's HEAD back at the branch (a model that checked out something else)."""
-        self._git("symbolic-ref", "HEAD", self.ref)
+        """Point the worktree's HEAD back at the branch (a model that checked out something else, or wrote
+        something git cannot read there: then git would refuse to fix it, so the file is written)."""
+        dirs = self._dirs()
+        if dirs is None:  # reftable: HEAD is not a file of its own
+            self._git("symbolic-ref", "HEAD", self.ref)
+            return
+        _rewrite(dirs[0] / "HEAD", f"ref: {self.ref}\n")
 
     def advance(self, old: str, new: str) -> None:
         """The branch moved from ``old`` to ``new`` outside this worktree (a merge): bring its index and
@@ -488,3 +575,91 @@ class Worktree:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
         self._git("reset", "-q", "--hard", sha)
         self._git("clean", "-fdq")
+
+
+def _names(path: Path, prefix: str, base: Path, target: Path) -> bool:
+    """Whether ``path`` is a plain file (no symlink, one link) whose text is ``prefix`` and a path that
+    leads — relative to ``base`` — to ``target``, as git reads these files (trailing whitespace ignored)."""
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            return False
+        text = path.read_text(encoding="utf-8").rstrip()
+    except (OSError, ValueError):  # ValueError: not UTF-8 text
+        return False
+    if not text.startswith(prefix) or "\n" in text:
+        return False
+    return (base / text.removeprefix(prefix)).resolve() == target.resolve()
+
+
+def _described(path: Path) -> str:
+    """What a model left at ``path``, in a few words: ``"removed"``, ``"made a symlink to …"``,
+    ``"rewritten to 'gitdir: /tmp/x'"``."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return "removed"
+    if stat.S_ISLNK(info.st_mode):
+        return f"made a symlink to {os.readlink(path)}"
+    if stat.S_ISDIR(info.st_mode):
+        return "made a folder"
+    if info.st_nlink != 1:
+        return "made a hard link to another file"
+    try:
+        text = path.read_bytes()[:200].decode("utf-8", "replace").strip()
+    except OSError:
+        return "made unreadable"
+    return f"rewritten to {' '.join(text.split())[:120]!r}"
+
+
+def _label(worktree: Path, path: Path) -> str:
+    """``.git`` for the worktree's pointer, ``<git folder>/<name>`` for a file of its private git folder."""
+    return ".git" if path.parent == worktree else f"the worktree's git folder's {path.name}"
+
+
+def _rewrite(path: Path, content: str) -> None:
+    """Make ``path`` a plain file holding ``content``. What a model put there instead — a symlink, a
+    folder, a hard link — goes first (a symlink is never written through); a plain file is rewritten in
+    place, so a read-only bind of it in a running sandbox stays in force."""
+    info = path.lstat() if os.path.lexists(path) else None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)
+    elif info is not None and (not stat.S_ISREG(info.st_mode) or info.st_nlink != 1):
+        path.unlink()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(content)
+
+
+def _config_entries(path: Path, cwd: Path) -> list[tuple[str, str]] | None:
+    """The (key, value) pairs of a git config file, keys lower-cased as git prints them; None when it is
+    not a plain file or git cannot read it. ``git config --file`` follows no ``include`` and runs nothing;
+    it runs in the user's checkout, whose git files the model cannot write."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    done = run_git(cwd, *Worktree.HARDENED, "config", "--file", str(path), "--null", "--list")
+    if done.returncode != 0:
+        return None
+    pairs = [entry.partition("\n") for entry in done.stdout.split("\0") if entry]
+    return [(key, value) for key, _, value in pairs]
+
+
+def _config_text(entries: list[tuple[str, str]]) -> str:
+    """A git config file holding ``entries`` (``section.key`` names, no subsections: the kept keys)."""
+    lines: list[str] = []
+    section = ""
+    for key, value in entries:
+        head, _, name = key.rpartition(".")
+        if head != section:
+            section = head
+            lines.append(f"[{head}]")
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'\t{name} = "{quoted}"')
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _disarm(pointer: Path) -> None:
+    """A ``.git`` in a folder Lopen no longer trusts (moved aside) is renamed, so that the person's git
+    there never uses a git folder — and the fsmonitor or filters — a model may have put in."""
+    if os.path.lexists(pointer):
+        pointer.rename(pointer.with_name(".git.untrusted"))

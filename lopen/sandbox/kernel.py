@@ -13,7 +13,10 @@ command that starts the CLI inside it.
 (the worktree, the model's temp folder, the CLI's home, and — for a linked git worktree — its
 private git folder and the repository's ``objects/``, so ``git add`` and ``git status`` work
 while refs, config and hooks stay read-only: the model cannot plant a hook or move a branch),
-the hidden ones (Lopen's state, the approved spec, secret files) and read-only islands.
+the hidden ones (Lopen's state, the approved spec, secret files) and read-only islands (git's
+own files inside writable places: the ``.git`` pointers, the private folder's ``HEAD``,
+``commondir``, ``gitdir``, ``config.worktree``, the packs — :func:`git_files`, :func:`lane_pointers`;
+only bubblewrap can keep them, Landlock can only allow whole folders).
 
 :func:`unpack_cli` lets the CLI unpack its bundled code into the user's cache first (the
 sandbox keeps that cache read-only), and :func:`launch` turns a protection and a plan into
@@ -186,17 +189,38 @@ def plan(config: SandboxConfig, *, temp_dir: str, copilot_home: str, byok: bool,
             objects = os.path.join(common, "objects")
             writable += [private, objects]
             read_only += [os.path.join(objects, "pack"), os.path.join(objects, "info")]
-            # the files that say which repository and configuration this worktree is: kept as git made them
-            read_only += [
-                p
-                for name in ("commondir", "gitdir", "config.worktree")
-                if os.path.isfile(p := os.path.join(private, name))
-            ]
+            read_only += git_files(private)
         read_only.append(os.path.join(worktree, ".git"))
+    read_only += lane_pointers(paths.real(config.lanes))
     writable = [w for w in dict.fromkeys(writable) if w]
     hidden = paths.lopen_paths(config) + paths.secret_paths(home, include_cli_credentials=byok)
     hidden = tuple(h for h in dict.fromkeys(hidden) if h not in writable)
     return Plan(writable=tuple(writable), hidden=hidden, read_only=tuple(dict.fromkeys(read_only)))
+
+
+def git_files(private: str) -> list[str]:
+    """The files of a worktree's private git folder that say which branch, repository and configuration
+    it is — ``HEAD``, ``commondir``, ``gitdir``, ``config.worktree`` — kept as git made them (the
+    folder itself is writable: ``git add`` writes the index there).
+
+    A missing ``config.worktree`` is created empty first: bubblewrap can only keep a file that exists
+    read-only, and an empty one is what git reads when there is none.
+    """
+    placeholder = os.path.join(private, "config.worktree")
+    if not os.path.lexists(placeholder):
+        with contextlib.suppress(OSError), open(placeholder, "x", encoding="utf-8"):
+            pass
+    names = ("HEAD", "commondir", "gitdir", "config.worktree")
+    return [p for name in names if os.path.isfile(p := os.path.join(private, name))]
+
+
+def lane_pointers(lanes: str) -> list[str]:
+    """The ``.git`` pointers of the component worktrees already under ``lanes`` (a resumed parallel run).
+    One made later, while the CLI runs, cannot be bound: Lopen checks and restores it (the Git actor)."""
+    if not lanes or not os.path.isdir(lanes):
+        return []
+    found = (os.path.join(lanes, name, ".git") for name in sorted(os.listdir(lanes)))
+    return [pointer for pointer in found if os.path.isfile(pointer) and not os.path.islink(pointer)]
 
 
 def unpack_cli(cli_path: str, env: Mapping[str, str]) -> None:
