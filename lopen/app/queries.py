@@ -208,6 +208,22 @@ def sessions(project: Project, module: str = "") -> list[dict[str, Any]]:
         return out
 
 
+def session_to_watch(project: Project) -> str:
+    """What ``lopen watch`` follows with no session named: the running session that moved last, else the
+    session that moved last; ``LopenError`` when the project has none."""
+    with project.store() as (store, _):
+        store.projections.catch_up()
+        rows = [s for s in store.projections.sessions.all() if not s.deleted]
+    if not rows:
+        raise LopenError(
+            "no session to watch in this project",
+            "nothing has run here yet (or every session was deleted)",
+            "start one with `lopen run <module>`, then `lopen watch` from another terminal",
+        )
+    running = [s for s in rows if s.status == "running"]
+    return max(running or rows, key=lambda s: (s.last_seq, s.id)).id
+
+
 def session(project: Project, session_id: str) -> dict[str, Any]:
     """One session's report (``lopen session show --format json``)."""
     from lopen.app.views.report import session_report

@@ -30,7 +30,11 @@ def gallery(no_color: bool = NO_COLOR) -> None:
 
 
 def watch(
-    session_id: str = typer.Argument(..., metavar="SESSION", help="The session to follow, e.g. slugify-20261126-1."),
+    session_id: str = typer.Argument(
+        "",
+        metavar="[SESSION]",
+        help="The session to follow, e.g. slugify-20261126-1; default: the running one (else the latest).",
+    ),
     no_color: bool = NO_COLOR,
 ) -> None:
     """Follow a session live in the TUI, read-only — also one running on another machine (PostgreSQL store)."""
@@ -39,6 +43,11 @@ def watch(
 
     root = find_root()
     settings = _settings(root)
+    if not session_id:
+        from lopen.app.context import Project
+        from lopen.app.queries import session_to_watch
+
+        session_id = session_to_watch(Project(root, configured=settings))
     options = TuiOptions.resolve(settings, no_color=no_color, read_only=True)
     raise typer.Exit(watch_tui(root, session_id, settings=settings, options=options))
 

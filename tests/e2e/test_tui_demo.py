@@ -52,6 +52,10 @@ class Terminal:
     def press(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
 
+    def type(self, text: str) -> None:
+        """Type ``text`` literally, as a person would (no key names)."""
+        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+
     def alive(self) -> bool:
         return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
 
@@ -107,6 +111,12 @@ def wait_until(holds: Callable[[], bool], what: str, deadline: float = DEADLINE)
         time.sleep(0.2)  # polling the process table for a condition; the deadline is the failure
 
 
+def queued(root: Path) -> list[str]:
+    """The messages the person queued, in order (the store's own record)."""
+    with EventStore.open(root) as store:
+        return [rec.event.text for rec in store.read_all() if type(rec.event).__name__ == "UserMessageQueued"]
+
+
 def session_ends(root: Path) -> list[str]:
     """How each session of the demo's module ended so far, in order (the store's own record)."""
     with EventStore.open(root) as store:
@@ -130,8 +140,17 @@ def test_the_demo_in_a_terminal_shows_the_run_and_ctrl_p_pauses_it(terminal, tmp
     assert "Step" in screen and "Activity" in screen
     (child,) = run_processes(demo)  # the run draws nothing: it is not the TUI's process
     assert child != os.getpid()
+    during = "Please keep functions under 30 lines, c q r ?"  # r resumes, 3 a resource, c, q, ? … as keys
+    term.type(during)
+    term.press("Enter")
     term.press("C-p")
     term.wait_for(lambda s: "paused" in s.lower(), "the run paused")
+    paused = "Now rename core.py, 1 2 r"
+    term.type(paused)
+    term.press("Enter")
+    wait_until(lambda: len(queued(demo)) == 2, "both sentences queued")
+    assert queued(demo) == [during, paused]  # verbatim: no key fired from the prompt
+    assert len(session_ends(demo)) == 1  # still paused: the r typed resumed nothing
     sessions = lopen("session", "list", "--json", cwd=demo)
     assert sessions.returncode == 0, sessions.stderr
     session_id = json.loads(sessions.stdout)[0]["id"]
@@ -139,7 +158,7 @@ def test_the_demo_in_a_terminal_shows_the_run_and_ctrl_p_pauses_it(terminal, tmp
     assert "paused" in shown.stdout, shown.stdout
     wait_until(lambda: not run_processes(demo), "the paused run's process end")
 
-    term.press("r")  # resume: a new run process on the same session
+    term.press("C-r")  # resume: a new run process on the same session
     wait_until(lambda: len(session_ends(demo)) == 1 and bool(run_processes(demo)), "the resumed run")
     term.wait_for(lambda s: "running" in s, "the run running again")
     term.press("C-c")
