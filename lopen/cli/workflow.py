@@ -100,7 +100,7 @@ def _start(
         replan=replan,
         ask=None if headless or unattended or not sys.stdin.isatty() else _confirm,
     )
-    _finish(code, session_id, detail)
+    _finish(code, session_id, detail, go_on=f"lopen run {module}")
 
 
 def _converse(root: Path, module: str, settings: object) -> int:
@@ -123,10 +123,13 @@ def _confirm(question: str) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
-def _finish(code: int, session_id: str, detail: str) -> None:
+def _finish(code: int, session_id: str, detail: str, go_on: str = "") -> None:
+    """The run's last lines: how it ended, its session, and — paused or interrupted — how to go on."""
     typer.echo(("✓ " if code == 0 else "✗ " if code == 1 else "! ") + detail)
     if session_id:
         typer.echo(f"session {session_id}: lopen replay {session_id}")
+    if go_on and code in (130, 143):  # a pause says how to go on in its own reason
+        typer.echo(f"to go on where it stopped: {go_on}")
     raise typer.Exit(code)
 
 

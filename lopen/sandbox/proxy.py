@@ -71,6 +71,10 @@ class NetworkProxy:
             await self._handle(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass
+        except asyncio.CancelledError:
+            # closing (``close`` cancels the connections): end quietly — asyncio's start_server callback
+            # (Python 3.11) asks a cancelled connection task for its exception and prints a traceback
+            pass
         finally:
             if task is not None:
                 self._tasks.discard(task)

@@ -127,6 +127,7 @@ def test_a_signal_mid_task_pauses_the_session_stops_the_cli_and_the_next_run_fin
     shown = pane.text()
     assert pane.status() == code, shown
     assert "interrupted" in shown and "Traceback" not in shown
+    assert "to go on where it stopped: lopen run slugify" in shown  # the command that resumes it
     assert wait_for(lambda: not any(alive(pid) for pid in children), 10), "a child of lopen outlived it"
 
     before = story(root)
