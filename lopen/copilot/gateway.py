@@ -231,9 +231,12 @@ class Gateway:
         from lopen.sandbox import network
         from lopen.sandbox.proxy import NetworkProxy
 
+        services = [str((self.config.telemetry or {}).get("otlp_endpoint") or "")]  # the CLI's own spans
+        services = [url for url in services if url]
         rules = network.default_rules(provider_base_url) + [network.parse(p) for p in sandbox.allow_network]
+        rules += [rule for rule in map(network.provider_rule, services) if rule is not None]
         folder = tempfile.mkdtemp(prefix="lopen-net-")
-        self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url)
+        self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url, *services)
         self._proxy = NetworkProxy(network.Allowlist(rules), self._network_refused)
 
     def _network_refused(self, target: str, reason: str) -> None:

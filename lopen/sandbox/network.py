@@ -198,15 +198,19 @@ class Route(msgspec.Struct, frozen=True):
         }
 
 
-def route(socket_path: str, provider_base_url: str = "") -> Route:
+def route(socket_path: str, provider_base_url: str = "", *services: str) -> Route:
     """The route for a sandbox whose proxy listens on ``socket_path``: a BYOK provider on loopback
-    (``http://127.0.0.1:8123``, ``http://localhost:8123``) gets a direct listener at its address."""
-    rule = provider_rule(provider_base_url) if provider_base_url else None
+    (``http://127.0.0.1:8123``, ``http://localhost:8123``) gets a direct listener at its address, and so
+    does each of Lopen's own ``services`` on loopback (the OTLP endpoint the CLI exports its spans to)."""
     direct: tuple[tuple[str, int, str], ...] = ()
-    if rule is not None:
+    for url in (provider_base_url, *services):
+        rule = provider_rule(url) if url else None
+        if rule is None:
+            continue
         address = _LOOPBACK_NAMES.get(rule.host, rule.host)
-        if is_local(address) and not ipaddress.ip_address(address).is_unspecified:
-            direct = ((address, rule.port, rule.host),)
+        local = is_local(address) and not ipaddress.ip_address(address).is_unspecified
+        if local and all((address, rule.port) != (a, p) for a, p, _d in direct):
+            direct = (*direct, (address, rule.port, rule.host))
     port = PROXY_PORT
     while any(port == p for _a, p, _d in direct):
         port += 1

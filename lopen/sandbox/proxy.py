@@ -58,9 +58,11 @@ class NetworkProxy:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        with contextlib.suppress(FileNotFoundError):
+        await asyncio.gather(*tasks, return_exceptions=True)  # each ends before the loop does: no
+        with contextlib.suppress(FileNotFoundError):  # "coroutine … was never finished" at exit
             os.unlink(self.path)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
