@@ -18,6 +18,7 @@ from actors.metrics import MetricsActor
 from events import catalogue as ev
 from events.journal import Journal
 from lopen.config import Settings
+from lopen.text import number, plural
 from lopen.workflow.cycle import how_to_go_on
 
 __all__ = ["GuardrailActor", "check_budget", "how_to_go_on"]
@@ -27,7 +28,7 @@ def check_budget(used: float, budget: float, warning: float, confirmation: float
     if budget <= 0:
         return None
     share = used / budget
-    figures = f"{what}: {used:g} of {budget:g} ({share:.0%})"
+    figures = f"{what}: {number(used)} of {number(budget)} ({share:.0%})"
     if share >= confirmation:
         return GuardDecision(action="pause", category="budget", detail=figures)
     if share >= warning:
@@ -57,7 +58,7 @@ class GuardrailActor(pykka.ThreadingActor):
         """Before an invocation; ``invocations`` is how many this run has made (W10 counts the run)."""
         settings = self.settings
         if invocations >= settings.workflow.max_iterations:
-            detail = f"{invocations} invocations in this run reached workflow.max_iterations"
+            detail = f"{plural(invocations, 'invocation')} in this run reached workflow.max_iterations"
             return self._trip(GuardDecision(action="pause", category="max_iterations", detail=detail), ask=False)
         totals = self.metrics.module_totals().get()
         budget = settings.budget
@@ -77,7 +78,8 @@ class GuardrailActor(pykka.ThreadingActor):
                 "premium requests",
             ),
         ]
-        hint = f"Budget so far for this module: {totals.tokens} tokens, {totals.premium:g} premium requests."
+        premium = f"{number(totals.premium)} premium request{'' if totals.premium == 1 else 's'}"
+        hint = f"Budget so far for this module: {plural(totals.tokens, 'token')}, {premium}."
         for action in ("pause", "warn"):
             for decision in decisions:
                 if decision and decision.action == action:

@@ -127,7 +127,7 @@ def test_each_pause_names_the_setting_that_lets_the_run_go_on():
     )
     assert how_to_go_on(GuardDecision(action="pause", category="churn")) == "fix the cause or edit the plan"
     premium = GuardDecision(action="pause", category="budget", detail="premium requests: 9 of 10 (90%)")
-    tokens = GuardDecision(action="pause", category="budget", detail="tokens: 950 of 1000 (95%)")
+    tokens = GuardDecision(action="pause", category="budget", detail="tokens: 950 of 1,000 (95%)")
     assert how_to_go_on(premium) == "raise the budget (lopen config set budget.premium_budget_per_module N)"
     assert how_to_go_on(tokens) == "raise the budget (lopen config set budget.token_budget_per_module N)"
 
@@ -141,6 +141,17 @@ def test_below_the_iteration_limit_the_run_goes_on_with_the_spend_so_far(world):
     assert decision == GuardDecision(
         action="allow", budget_hint="Budget so far for this module: 120 tokens, 1.5 premium requests."
     )
+
+
+def test_figures_are_printed_as_people_write_them(world):
+    """No "1 invocations", no "of 1e+06", no "1 premium requests": counts agree, thousands are separated."""
+    world.spend(1_250_000, premium=1)
+    settings = Settings(workflow=Workflow(max_iterations=1), budget=Budget(token_budget_per_module=1_000_000))
+    assert world.guardrail(settings).before(1).detail == "1 invocation in this run reached workflow.max_iterations"
+    paused = world.guardrail(Settings(budget=Budget(token_budget_per_module=1_000_000))).before(0)
+    assert "1,250,000 of 1,000,000 (125%)" in paused.detail and "e+" not in paused.detail
+    allowed = world.guardrail(Settings()).before(0)
+    assert allowed.budget_hint == "Budget so far for this module: 1,250,000 tokens, 1 premium request."
 
 
 def test_the_iteration_limit_pauses_with_the_count(world):
@@ -160,7 +171,7 @@ def test_a_pause_on_one_budget_wins_over_a_warning_on_the_other(world):
 def test_when_both_budgets_pause_the_token_budget_is_named(world):
     world.spend(950, premium=10)
     decision = world.guardrail(budget(tokens=1000, premium=10)).before(0)
-    assert (decision.action, decision.category, decision.detail) == ("pause", "budget", "tokens: 950 of 1000 (95%)")
+    assert (decision.action, decision.category, decision.detail) == ("pause", "budget", "tokens: 950 of 1,000 (95%)")
 
 
 def test_a_warning_carries_the_budget_hint_and_is_recorded_once(world):
@@ -187,7 +198,7 @@ def test_a_budget_pause_a_person_goes_on_past_stays_allowed_with_its_category_an
     hint = "Budget so far for this module: 950 tokens, 0 premium requests."
     assert guard.before(0) == GuardDecision(action="allow", category="budget", budget_hint=hint)
     assert guard.before(1) == GuardDecision(action="allow", category="budget", budget_hint=hint)
-    assert person.questions == ["tokens: 950 of 1000 (95%). Continue?"]
+    assert person.questions == ["tokens: 950 of 1,000 (95%). Continue?"]
 
 
 def test_a_person_who_says_stop_is_asked_again_next_time(world):
@@ -197,7 +208,7 @@ def test_a_person_who_says_stop_is_asked_again_next_time(world):
     assert guard.before(0).action == "pause"
     assert guard.before(1).action == "pause"
     assert len(person.questions) == 2
-    assert world.trips() == [("budget", "pause", "tokens: 950 of 1000 (95%)")]  # recorded once
+    assert world.trips() == [("budget", "pause", "tokens: 950 of 1,000 (95%)")]  # recorded once
 
 
 def test_a_warning_is_never_a_question(world):
