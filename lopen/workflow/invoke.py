@@ -35,6 +35,8 @@ from lopen.documents.context import Kind as ContextKind
 from lopen.documents.context import assemble_context
 from lopen.documents.errors import DocumentError
 from lopen.documents.instructions import Instructions, render, repository_instructions
+from lopen.documents.standards import coding_standards
+from lopen.documents.standards import render as render_standards
 from lopen.workflow.discipline import analyze, content_hash, exit_code
 from lopen.workflow.evidence import VERIFY_TESTS, hooks
 from lopen.workflow.models import premium_for_call
@@ -173,6 +175,7 @@ class Invoker:
             verify=self._verify_command(),
             last_task=last_task_of_component,
             conventions=render(instructions),
+            standards=self._standards() if kind is Kind.TASK else "",
         )
         max_tokens, max_tokens_why = self._token_cap()
         cli_tools: tuple[str, ...] | None = None
@@ -242,6 +245,11 @@ class Invoker:
         if self.project_root is None or not self.settings.copilot.repository_instructions:
             return []
         return repository_instructions(self.project_root)
+
+    def _standards(self) -> str:
+        if self.project_root is None:
+            return ""
+        return render_standards(coding_standards(self.project_root, self.journal.module))
 
     def _verify_command(self) -> str:
         if self.project_root is None:
