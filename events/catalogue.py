@@ -98,6 +98,7 @@ class SessionStarted(Event, kw_only=True):
     worktree: str = ""
     worker: str = ""
     command: str = ""  # what started it: run, plan, build, spec draft, demo
+    started_by: str = ""  # who: cli:<user>, tui:<user>, worker:<host:pid> ("" before Lopen recorded it)
 
 
 class SessionPaused(Event, kw_only=True):
