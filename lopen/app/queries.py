@@ -460,6 +460,24 @@ def _spec_document(root: Path, module: str, _stamp: int) -> Any:
         return None
 
 
+def similar_module(project: Project, module: str) -> str:
+    """A module with a specification whose name is close to ``module`` (a typo's "did you mean"), or ""."""
+    import difflib
+
+    from lopen.documents.spec_check import list_modules
+
+    names = [name for name in list_modules(project.root) if name != module]
+    near = difflib.get_close_matches(module, names, n=1, cutoff=0.75)
+    return near[0] if near else ""
+
+
+def approved(project: Project, module: str) -> bool:
+    """Whether the module's specification was approved (ever; a later edit is the run's to judge)."""
+    if not project.has_store():
+        return False
+    return module_state(project, module).approval is not None
+
+
 def has_spec(project: Project, module: str) -> bool:
     """Whether ``docs/requirements/<module>/SPECIFICATION.md`` exists (the name validated first)."""
     from lopen.documents.paths import spec_path
