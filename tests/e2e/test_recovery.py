@@ -144,6 +144,32 @@ def test_a_token_budget_stops_the_invocation_inside_and_pauses_headless_with_the
     assert spent in logged.stdout, logged.stdout + logged.stderr
 
 
+def test_a_premium_budget_stops_the_invocation_after_the_call_that_reaches_it(tmp_path, cli_path, scripted):
+    """The main model priced at 3 premium requests a prompt: planning costs 3 (50% of 6), core/1's first
+    call 3 more (100%): its invocation is stopped right after that call, not after its last."""
+    server = scripted(playbook())
+    root = approved_project(tmp_path)
+    extra = {
+        "budget.premium_budget_per_module": 6,
+        "budget.prices": {MAIN_MODEL: {**PRICE, "premium": 3}},
+        "workflow.unattended": True,
+    }
+
+    ran = run_here(root, server, cli_path, extra)
+
+    assert ran.code == 2, "\n".join(ran.lines)
+    figures = "budget.premium_budget_per_module: 6 of 6 (100%) — stopped inside the invocation"
+    assert figures in ran.detail and "lopen config set budget.premium_budget_per_module" in ran.detail
+    run = story(root)
+    assert run.totals.premium == 6 <= 0.9 * 6 + 3  # overshot by one model call at most
+    assert [e.premium for e in run.of(ev.TokensUsed) if e.premium] == [3, 3]  # each invocation's first call
+    assert sum(about(r, task="core/1") for r in server.chat_requests) == 1  # stopped after its first call
+    (stopped,) = [run.finish_of(e) for e in run.invocations(task="core/1")]
+    assert stopped.error_kind == "budget"
+    assert [e.to_state for e in run.of(ev.TaskStatusChanged) if e.task_id == "core/1"] == ["in-progress"]
+    assert run.status == "paused"
+
+
 def test_an_interactive_run_asks_at_the_budget_pause_and_goes_on_when_told(tmp_path, cli_path, scripted):
     """Without --headless and with a terminal, the pause is a question; "y" lets the run finish."""
     server = scripted(playbook())
