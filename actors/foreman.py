@@ -248,7 +248,7 @@ class ForemanActor(pykka.ThreadingActor):
         self.journal.refresh()  # a pause asked for by another writer (the TUI, an MCP client)
         guard = GuardDecision(action="allow")
         if not assessment.complete:
-            guard = self.guardrail.before(self.tally.value).get()
+            guard = self.guardrail.before(self.tally.value, assessment.task).get()
         action = turn(
             assessment,
             guard,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+import msgspec
 import pykka
 
 from actors.messages import Assessment, GuardDecision, StepOutcome
@@ -18,20 +19,21 @@ from actors.metrics import MetricsActor
 from events import catalogue as ev
 from events.journal import Journal
 from lopen.config import Settings
+from lopen.text import number, plural
+from lopen.workflow.budgets import Limit, applying, figures, reached, used
 from lopen.workflow.cycle import how_to_go_on
 
 __all__ = ["GuardrailActor", "check_budget", "how_to_go_on"]
 
+INSIDE = " — stopped inside the invocation"
 
-def check_budget(used: float, budget: float, warning: float, confirmation: float, what: str) -> GuardDecision | None:
-    if budget <= 0:
-        return None
-    share = used / budget
-    figures = f"{what}: {used:g} of {budget:g} ({share:.0%})"
-    if share >= confirmation:
-        return GuardDecision(action="pause", category="budget", detail=figures)
-    if share >= warning:
-        return GuardDecision(action="warn", category="budget", detail=figures)
+
+def check_budget(limit: Limit, spent: float, warning: float, confirmation: float) -> GuardDecision | None:
+    """Pause at ``confirmation`` of the budget (``lopen.workflow.budgets.reached``), warn at ``warning``."""
+    if reached(spent, limit.budget, confirmation):
+        return GuardDecision(action="pause", category="budget", detail=figures(limit, spent), setting=limit.setting)
+    if reached(spent, limit.budget, warning):
+        return GuardDecision(action="warn", category="budget", detail=figures(limit, spent), setting=limit.setting)
     return None
 
 
@@ -52,54 +54,53 @@ class GuardrailActor(pykka.ThreadingActor):
         self.tripped: set[tuple[str, str]] = set()  # (category or churn key, level)
         self.failures: Counter[str] = Counter()
         self.forgiven: dict[str, int] = {}  # failures a person already said to go on past
+        self.stopped = ""  # the last invocation was stopped inside by this budget
 
-    def before(self, invocations: int) -> GuardDecision:
-        """Before an invocation; ``invocations`` is how many this run has made (W10 counts the run)."""
+    def before(self, invocations: int, task: str = "") -> GuardDecision:
+        """Before an invocation; ``invocations`` is how many this run has made (W10 counts the run),
+        ``task`` the task it is for (its budgets apply too)."""
         settings = self.settings
         if invocations >= settings.workflow.max_iterations:
-            detail = f"{invocations} invocations in this run reached workflow.max_iterations"
+            detail = f"{plural(invocations, 'invocation')} in this run reached workflow.max_iterations"
             return self._trip(GuardDecision(action="pause", category="max_iterations", detail=detail), ask=False)
-        totals = self.metrics.module_totals().get()
+        module, spent = self.metrics.spending(task).get()
         budget = settings.budget
+        limits = applying(budget, task)
         decisions = [
-            check_budget(
-                totals.tokens,
-                budget.token_budget_per_module,
-                budget.warning_threshold,
-                budget.confirmation_threshold,
-                "tokens",
-            ),
-            check_budget(
-                totals.premium,
-                budget.premium_budget_per_module,
-                budget.warning_threshold,
-                budget.confirmation_threshold,
-                "premium requests",
-            ),
+            check_budget(limit, used(limit, module, spent), budget.warning_threshold, budget.confirmation_threshold)
+            for limit in limits
         ]
-        hint = f"Budget so far for this module: {totals.tokens} tokens, {totals.premium:g} premium requests."
+        hint = (
+            f"Budget so far for this module: {plural(module.tokens, 'token')}, "
+            f"{number(module.premium)} premium request{'' if module.premium == 1 else 's'}"
+            + (f", ${module.money:.2f}" if module.money else "")
+            + "."
+        )
+        stopped, self.stopped = self.stopped, ""
         for action in ("pause", "warn"):
             for decision in decisions:
                 if decision and decision.action == action:
-                    found = GuardDecision(action=action, category=decision.category, detail=decision.detail)
-                    return self._trip(found, hint=hint)
+                    detail = decision.detail + (INSIDE if action == "pause" and stopped else "")
+                    found = msgspec.structs.replace(decision, detail=detail)
+                    return self._trip(found, hint=hint, confirm_key=_confirm_key(decision.setting, task))
         return GuardDecision(action="allow", budget_hint=hint)
 
-    def allowance(self) -> tuple[int, str]:
-        """The tokens the next invocation may use before the module's token budget pauses the run (its
-        confirmation threshold), and which budget: the invocation is stopped there, so the budget holds
-        inside a call. (0, "") without a token budget, or once the person chose to go on past it."""
-        budget = self.settings.budget
-        if budget.token_budget_per_module <= 0 or "budget" in self.confirmed:
-            return 0, ""
-        used = self.metrics.module_totals().get().tokens
-        limit = int(budget.token_budget_per_module * budget.confirmation_threshold)
-        why = f"budget.token_budget_per_module: {used:,} of {budget.token_budget_per_module:,} used before it"
-        return limit - used, why
+    def limits(self, task: str = "") -> tuple[Limit, ...]:
+        """The budgets the next invocation (of ``task``) is stopped inside at, after the model call that
+        reaches one (``lopen.workflow.budgets``): those set, less those a person chose to go on past."""
+        return tuple(
+            limit
+            for limit in applying(self.settings.budget, task)
+            if _confirm_key(limit.setting, task) not in self.confirmed
+        )
 
     def after(self, assessment: Assessment, outcome: StepOutcome) -> GuardDecision:
-        """After an invocation: a step that failed ``workflow.failure_threshold`` times pauses (W7)."""
+        """After an invocation: a step that failed ``workflow.failure_threshold`` times pauses (W7). One
+        stopped inside by a budget is no failure: the next ``before`` pauses with the figures."""
         key = assessment.task or f"{assessment.kind}:{assessment.component}"
+        if outcome.error_kind == "budget":
+            self.stopped = outcome.detail
+            return GuardDecision(action="allow")
         if outcome.ok:
             self.failures.pop(key, None)
             self.forgiven.pop(key, None)
@@ -147,3 +148,8 @@ class GuardrailActor(pykka.ThreadingActor):
         return GuardDecision(
             action=decision.action, category=decision.category, detail=decision.detail, budget_hint=hint
         )
+
+
+def _confirm_key(setting: str, task: str) -> str:
+    """What a person's yes covers: the module's budgets together (as before), a task's for that task."""
+    return f"budget:{task}" if setting.endswith("_per_task") else "budget"

@@ -107,7 +107,7 @@ class LaneActor(Reports, pykka.ThreadingActor):
                 if gave_up is not None:
                     return gave_up
                 continue
-            guard = self.guardrail.before(self.tally.value).get()
+            guard = self.guardrail.before(self.tally.value, step.task).get()
             if guard.action in ("pause", "fail"):
                 action = guard_stop(guard)
                 return LaneResult(slug, "stop-run", action.reason, action)

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import msgspec
 import pykka
 
+from lopen.workflow.budgets import Totals
 from lopen.workflow.decide import Assessment, GuardDecision
 
 __all__ = [
@@ -58,13 +59,6 @@ class RunResult(msgspec.Struct, frozen=True):
     status: str
     detail: str
     session_id: str
-
-
-class Totals(msgspec.Struct, frozen=True):
-    """A module's spend across all its sessions: input + output tokens and premium requests."""
-
-    tokens: int = 0
-    premium: float = 0.0
 
 
 class Begin(NamedTuple):

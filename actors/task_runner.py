@@ -6,7 +6,8 @@ the oracle's diff starts there) and tells the model what a cut-off or failed ear
 in the worktree; the Git actor checks git's own files and HEAD (a model's earlier tampering, another
 lane's). After it, the Git actor puts git's files, HEAD and the branch back if the model moved them; a
 completed task has been committed by the Git actor (exactly its verified tree) and the worktree is
-reset to that commit; an unfinished one is recorded failed with the reason.
+reset to that commit; an unfinished one is recorded failed with the reason — unless a budget stopped
+its invocation inside: then it stays in progress, its work in the worktree, and the run pauses.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ class TaskRunnerActor(Reports, pykka.ThreadingActor):
         )
         if outcome.error_kind == "interrupted":
             return StepOutcome(ok=False, detail=f"{task.id} interrupted", error_kind="interrupted")
+        if outcome.error_kind == "budget":  # not the task's failure: it stays in progress, resumable
+            self.git.guard().get()
+            return StepOutcome(ok=False, detail=f"{task.id}: {outcome.detail}", error_kind="budget")
         self.git.guard().get()
         after = self.journal.read(lambda s: s.tasks[task.id].state)
         if after == "complete":

@@ -98,6 +98,7 @@ class SessionStarted(Event, kw_only=True):
     worktree: str = ""
     worker: str = ""
     command: str = ""  # what started it: run, plan, build, spec draft, demo
+    started_by: str = ""  # who: cli:<user>, tui:<user>, worker:<host:pid> ("" before Lopen recorded it)
 
 
 class SessionPaused(Event, kw_only=True):
@@ -218,7 +219,10 @@ class ModelSaid(Event, kw_only=True):
 
 class TokensUsed(Event, kw_only=True):
     """One model call's usage, recorded as it arrives (``call_id`` is the SDK's call id), so a crash
-    loses nothing and nothing is counted twice. ``agent_id`` marks a sub-agent's call."""
+    loses nothing and nothing is counted twice. ``agent_id`` marks a sub-agent's call. ``cost`` is
+    what it cost in US dollars at the prices in force when it was made (``lopen.workflow.prices``);
+    ``priced`` is false when its model had no price (then ``cost`` is 0) — as for every call recorded
+    before Lopen priced calls."""
 
     invocation_id: str = ""
     model: str = ""
@@ -229,6 +233,8 @@ class TokensUsed(Event, kw_only=True):
     premium: float = 0.0
     call_id: str = ""
     agent_id: str = ""
+    cost: float = 0.0
+    priced: bool = False
 
 
 class ContextWindowMeasured(Event, kw_only=True):

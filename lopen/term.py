@@ -58,6 +58,13 @@ def use_tui(
     return all(bool(getattr(s, "isatty", lambda: False)()) for s in streams)
 
 
+def number(value: float) -> str:
+    """A figure as people write it: ``1,000,000`` (never ``1e+06``), ``2.5``, ``0.33``, ``12``."""
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``plural(1, "task")`` → ``"1 task"``; ``plural(3, "task")`` → ``"3 tasks"``;
     ``plural(2, "criterion", "criteria")`` → ``"2 criteria"``. Thousands are separated: ``"12,000 events"``."""

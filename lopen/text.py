@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from lopen.term import plural
+from lopen.term import number, plural
 
-__all__ = ["plural"]
+__all__ = ["number", "plural"]

@@ -36,7 +36,7 @@ EXAMPLES: dict[Kind, PromptContext] = {
         verify="python -m pytest -q",
         last_task=True,
         conventions="### AGENTS.md\nRun ./check.sh before you commit.",
-        budget_hint="Budget so far for this module: 74138 tokens, 1 premium requests.",
+        budget_hint="Budget so far for this module: 74,138 tokens, 1 premium request.",
     ),
     Kind.SPEC: PromptContext(module=MODULE, kind=Kind.SPEC, step=1, context_text="(the specification pattern)"),
 }

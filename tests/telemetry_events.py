@@ -50,6 +50,8 @@ def session_events(session: str = SESSION, t0: float = T0, *, end: bool = True) 
             cache_read=cache,
             premium=premium,
             call_id=f"call-{n}",
+            cost=tokens_in / 1_000_000 if model == "scripted-opus" else 0.0,  # $1 per million input, say
+            priced=model == "scripted-opus",  # the oracle's model is unpriced
         )
 
     s = session

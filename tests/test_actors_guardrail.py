@@ -119,7 +119,7 @@ def test_under_80_percent_goes_on_with_a_budget_hint(world: World) -> None:
     world.spend(700, premium=1)
     decision = world.guardrail(budget(tokens=1000)).before(0).get()
     assert decision.action == "allow" and decision.category == ""
-    assert "700 tokens, 1 premium requests" in decision.budget_hint
+    assert "700 tokens, 1 premium request." in decision.budget_hint
     assert world.trips() == []
 
 
@@ -136,9 +136,13 @@ def test_80_percent_warns_once_per_run(world: World) -> None:
     first = guard.before(0).get()
     again = guard.before(1).get()
 
-    assert (first.action, first.category, first.detail) == ("warn", "budget", "tokens: 850 of 1000 (85%)")
+    assert (first.action, first.category, first.detail) == (
+        "warn",
+        "budget",
+        "budget.token_budget_per_module: 850 of 1,000 (85%)",
+    )
     assert again.action == "warn"
-    assert world.trips() == [("budget", "warn", "tokens: 850 of 1000 (85%)")]
+    assert world.trips() == [("budget", "warn", "budget.token_budget_per_module: 850 of 1,000 (85%)")]
 
 
 def test_90_percent_pauses_a_headless_run(world: World) -> None:
@@ -149,14 +153,18 @@ def test_90_percent_pauses_a_headless_run(world: World) -> None:
 
     decision = guard.before(1).get()
 
-    assert (decision.action, decision.category, decision.detail) == ("pause", "budget", "tokens: 950 of 1000 (95%)")
-    assert world.trips() == [("budget", "pause", "tokens: 950 of 1000 (95%)")]
+    assert (decision.action, decision.category, decision.detail) == (
+        "pause",
+        "budget",
+        "budget.token_budget_per_module: 950 of 1,000 (95%)",
+    )
+    assert world.trips() == [("budget", "pause", "budget.token_budget_per_module: 950 of 1,000 (95%)")]
 
 
 def test_the_premium_budget_counts_premium_requests(world: World) -> None:
     world.spend(1, premium=9)
     decision = world.guardrail(budget(premium=10)).before(0).get()
-    assert (decision.action, decision.detail) == ("pause", "premium requests: 9 of 10 (90%)")
+    assert (decision.action, decision.detail) == ("pause", "budget.premium_budget_per_module: 9 of 10 (90%)")
 
 
 def test_a_person_who_says_go_on_is_asked_once(world: World) -> None:
@@ -169,10 +177,10 @@ def test_a_person_who_says_go_on_is_asked_once(world: World) -> None:
     again = guard.before(1).get()
 
     assert (first.action, again.action) == ("allow", "allow")
-    assert person.questions == ["tokens: 950 of 1000 (95%). Continue?"]
+    assert person.questions == ["budget.token_budget_per_module: 950 of 1,000 (95%). Continue?"]
     assert world.trips() == [
-        ("budget", "pause", "tokens: 950 of 1000 (95%)"),
-        ("budget", "warn", "tokens: 950 of 1000 (95%); the user chose to continue"),
+        ("budget", "pause", "budget.token_budget_per_module: 950 of 1,000 (95%)"),
+        ("budget", "warn", "budget.token_budget_per_module: 950 of 1,000 (95%); the user chose to continue"),
     ]
 
 
@@ -181,7 +189,7 @@ def test_a_person_who_says_stop_pauses_the_run(world: World) -> None:
     person = Asker(False)
     decision = world.guardrail(budget(tokens=1000), person).before(0).get()
     assert decision.action == "pause" and len(person.questions) == 1
-    assert world.trips() == [("budget", "pause", "tokens: 950 of 1000 (95%)")]
+    assert world.trips() == [("budget", "pause", "budget.token_budget_per_module: 950 of 1,000 (95%)")]
 
 
 # -- max_iterations (W10) --------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from events import catalogue as ev
 from events.journal import Journal
 from lopen.config import Budget, Settings, Workflow
 from lopen.project import open_store
+from lopen.workflow.budgets import Limit, applying
 
 MODULE = "auth"
 TASK = Assessment(step=6, kind="task", why="", component="core", task="core/1")
@@ -101,21 +102,32 @@ def threshold(n: int) -> Settings:
 # -- check_budget ----------------------------------------------------------------------------------
 
 
+TOKENS = Limit("budget.token_budget_per_module", "module", "tokens", 100)
+PREMIUM = Limit("budget.premium_budget_per_module", "module", "premium", 2)
+
+
 def test_a_budget_warns_at_exactly_the_warning_share_and_pauses_at_exactly_the_confirmation_share():
-    assert check_budget(79, 100, 0.8, 0.9, "tokens") is None
-    assert check_budget(80, 100, 0.8, 0.9, "tokens") == GuardDecision(
-        action="warn", category="budget", detail="tokens: 80 of 100 (80%)"
+    assert check_budget(TOKENS, 79, 0.8, 0.9) is None
+    assert check_budget(TOKENS, 80, 0.8, 0.9) == GuardDecision(
+        action="warn",
+        category="budget",
+        detail="budget.token_budget_per_module: 80 of 100 (80%)",
+        setting="budget.token_budget_per_module",
     )
-    assert check_budget(89, 100, 0.8, 0.9, "tokens").action == "warn"
-    assert check_budget(90, 100, 0.8, 0.9, "tokens") == GuardDecision(
-        action="pause", category="budget", detail="tokens: 90 of 100 (90%)"
+    assert check_budget(TOKENS, 89, 0.8, 0.9).action == "warn"
+    assert check_budget(TOKENS, 90, 0.8, 0.9) == GuardDecision(
+        action="pause",
+        category="budget",
+        detail="budget.token_budget_per_module: 90 of 100 (90%)",
+        setting="budget.token_budget_per_module",
     )
-    assert check_budget(2.5, 2, 0.8, 0.9, "premium requests").detail == "premium requests: 2.5 of 2 (125%)"
+    assert check_budget(PREMIUM, 2.5, 0.8, 0.9).detail == "budget.premium_budget_per_module: 2.5 of 2 (125%)"
 
 
 def test_no_budget_or_a_negative_one_never_stops_anything():
-    assert check_budget(10**9, 0, 0.8, 0.9, "tokens") is None
-    assert check_budget(10**9, -1, 0.8, 0.9, "tokens") is None
+    assert applying(Budget(token_budget_per_module=0)) == ()
+    assert check_budget(Limit("budget.token_budget_per_module", "module", "tokens", 0), 10**9, 0.8, 0.9) is None
+    assert check_budget(Limit("budget.token_budget_per_module", "module", "tokens", -1), 10**9, 0.8, 0.9) is None
 
 
 # -- how_to_go_on ----------------------------------------------------------------------------------
@@ -126,8 +138,10 @@ def test_each_pause_names_the_setting_that_lets_the_run_go_on():
         "raise workflow.max_iterations (lopen config set workflow.max_iterations N, or --max-iterations N)"
     )
     assert how_to_go_on(GuardDecision(action="pause", category="churn")) == "fix the cause or edit the plan"
-    premium = GuardDecision(action="pause", category="budget", detail="premium requests: 9 of 10 (90%)")
-    tokens = GuardDecision(action="pause", category="budget", detail="tokens: 950 of 1000 (95%)")
+    premium = GuardDecision(action="pause", category="budget", detail="budget.premium_budget_per_module: 9 of 10 (90%)")
+    tokens = GuardDecision(
+        action="pause", category="budget", detail="budget.token_budget_per_module: 950 of 1,000 (95%)"
+    )
     assert how_to_go_on(premium) == "raise the budget (lopen config set budget.premium_budget_per_module N)"
     assert how_to_go_on(tokens) == "raise the budget (lopen config set budget.token_budget_per_module N)"
 
@@ -143,6 +157,19 @@ def test_below_the_iteration_limit_the_run_goes_on_with_the_spend_so_far(world):
     )
 
 
+def test_figures_are_printed_as_people_write_them(world):
+    """No "1 invocations", no "of 1e+06", no "1 premium requests": counts agree, thousands are separated."""
+    world.spend(1_250_000, premium=1)
+    settings = Settings(workflow=Workflow(max_iterations=1), budget=Budget(token_budget_per_module=1_000_000))
+    assert world.guardrail(settings).before(1).detail == "1 invocation in this run reached workflow.max_iterations"
+    paused = world.guardrail(Settings(budget=Budget(token_budget_per_module=1_000_000))).before(0)
+    assert "1,250,000 of 1,000,000 (125%)" in paused.detail and "e+" not in paused.detail
+    allowed = world.guardrail(Settings()).before(0)
+    assert allowed.budget_hint == "Budget so far for this module: 1,250,000 tokens, 1 premium request."
+    premium = world.guardrail(Settings(budget=Budget(premium_budget_per_module=1_000_000))).before(0)
+    assert premium.budget_hint.endswith("1 premium request.") and "e+" not in premium.budget_hint
+
+
 def test_the_iteration_limit_pauses_with_the_count(world):
     decision = world.guardrail(Settings(workflow=Workflow(max_iterations=5))).before(7)
     assert (decision.action, decision.category) == ("pause", "max_iterations")
@@ -153,14 +180,18 @@ def test_the_iteration_limit_pauses_with_the_count(world):
 def test_a_pause_on_one_budget_wins_over_a_warning_on_the_other(world):
     world.spend(850, premium=9)  # tokens warn (85 %), premium pauses (90 %)
     decision = world.guardrail(budget(tokens=1000, premium=10)).before(0)
-    assert (decision.action, decision.detail) == ("pause", "premium requests: 9 of 10 (90%)")
+    assert (decision.action, decision.detail) == ("pause", "budget.premium_budget_per_module: 9 of 10 (90%)")
     assert decision.budget_hint == "Budget so far for this module: 850 tokens, 9 premium requests."
 
 
 def test_when_both_budgets_pause_the_token_budget_is_named(world):
     world.spend(950, premium=10)
     decision = world.guardrail(budget(tokens=1000, premium=10)).before(0)
-    assert (decision.action, decision.category, decision.detail) == ("pause", "budget", "tokens: 950 of 1000 (95%)")
+    assert (decision.action, decision.category, decision.detail) == (
+        "pause",
+        "budget",
+        "budget.token_budget_per_module: 950 of 1,000 (95%)",
+    )
 
 
 def test_a_warning_carries_the_budget_hint_and_is_recorded_once(world):
@@ -173,11 +204,11 @@ def test_a_warning_carries_the_budget_hint_and_is_recorded_once(world):
         == GuardDecision(
             action="warn",
             category="budget",
-            detail="premium requests: 8 of 10 (80%)",
+            detail="budget.premium_budget_per_module: 8 of 10 (80%)",
             budget_hint="Budget so far for this module: 0 tokens, 8 premium requests.",
         )
     )
-    assert world.trips() == [("budget", "warn", "premium requests: 8 of 10 (80%)")]
+    assert world.trips() == [("budget", "warn", "budget.premium_budget_per_module: 8 of 10 (80%)")]
 
 
 def test_a_budget_pause_a_person_goes_on_past_stays_allowed_with_its_category_and_hint(world):
@@ -187,7 +218,7 @@ def test_a_budget_pause_a_person_goes_on_past_stays_allowed_with_its_category_an
     hint = "Budget so far for this module: 950 tokens, 0 premium requests."
     assert guard.before(0) == GuardDecision(action="allow", category="budget", budget_hint=hint)
     assert guard.before(1) == GuardDecision(action="allow", category="budget", budget_hint=hint)
-    assert person.questions == ["tokens: 950 of 1000 (95%). Continue?"]
+    assert person.questions == ["budget.token_budget_per_module: 950 of 1,000 (95%). Continue?"]
 
 
 def test_a_person_who_says_stop_is_asked_again_next_time(world):
@@ -197,7 +228,7 @@ def test_a_person_who_says_stop_is_asked_again_next_time(world):
     assert guard.before(0).action == "pause"
     assert guard.before(1).action == "pause"
     assert len(person.questions) == 2
-    assert world.trips() == [("budget", "pause", "tokens: 950 of 1000 (95%)")]  # recorded once
+    assert world.trips() == [("budget", "pause", "budget.token_budget_per_module: 950 of 1,000 (95%)")]  # recorded once
 
 
 def test_a_warning_is_never_a_question(world):
@@ -289,7 +320,9 @@ def test_a_budget_yes_does_not_go_on_past_churn(world):
 
 
 def test_a_budget_of_one_is_a_budget():
-    assert check_budget(1, 1, 0.8, 0.9, "premium requests").action == "pause"
+    assert check_budget(Limit("budget.premium_budget_per_module", "module", "premium", 1), 1, 0.8, 0.9).action == (
+        "pause"
+    )
 
 
 def test_a_first_success_is_simply_allowed(world):
@@ -319,21 +352,22 @@ def test_the_iteration_limit_and_a_budget_pause_are_each_recorded(world):
     assert [(c, level) for c, level, _ in world.trips()] == [("max_iterations", "pause"), ("budget", "pause")]
 
 
-# -- allowance: the budget inside a call ----------------------------------------------------------
+# -- limits: the budgets inside a call -------------------------------------------------------------
 
 
-def test_the_allowance_is_what_is_left_before_the_pause_share_and_none_without_a_budget(world: World) -> None:
-    world.spend(300)
-    assert world.guardrail(budget(tokens=1000)).allowance() == (
-        600,  # 0.9 × 1,000 − 300
-        "budget.token_budget_per_module: 300 of 1,000 used before it",
-    )
-    assert world.guardrail(budget(tokens=1)).allowance()[0] == -300  # int(0.9 × 1) − 300: already behind
-    assert world.guardrail(budget()).allowance() == (0, "")
+def test_the_limits_are_the_budgets_set_the_tasks_only_with_a_task(world: World) -> None:
+    settings = Settings(budget=Budget(token_budget_per_module=1000, money_budget_per_task=2.0))
+    guard = world.guardrail(settings)
+    assert [limit.setting for limit in guard.limits("core/1")] == [
+        "budget.token_budget_per_module",
+        "budget.money_budget_per_task",
+    ]
+    assert [limit.setting for limit in guard.limits()] == ["budget.token_budget_per_module"]
+    assert world.guardrail(budget()).limits("core/1") == ()
 
 
-def test_no_allowance_once_the_person_chose_to_go_on_past_the_budget(world: World) -> None:
+def test_no_limit_once_the_person_chose_to_go_on_past_the_budget(world: World) -> None:
     world.spend(950)
     guard = world.guardrail(budget(tokens=1000), Asker(True))
     assert guard.before(0).action == "allow"  # the pause was asked and the person said go on
-    assert guard.allowance() == (0, "")
+    assert guard.limits("core/1") == ()

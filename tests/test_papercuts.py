@@ -125,6 +125,20 @@ def test_plural() -> None:
     assert plural(2, "criterion", "criteria") == "2 criteria"
 
 
+def test_numbers_as_people_write_them() -> None:
+    from lopen.term import number
+
+    assert [number(v) for v in (1_000_000, 1e6, 2.5, 1 / 3, 12, 0.0, 1234.5)] == [
+        "1,000,000",
+        "1,000,000",
+        "2.5",
+        "0.33",
+        "12",
+        "0",
+        "1,234.5",
+    ]
+
+
 def test_cli_messages_count_in_the_singular(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".lopen").mkdir()

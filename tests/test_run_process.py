@@ -129,3 +129,5 @@ def test_an_approval_at_the_gate_is_recorded_as_the_tuis_and_the_run_goes_on(tmp
     controls = [e for e in events if isinstance(e, ev.ControlRequested) and e.action == "approve-spec"]
     assert len(approvals) == 1 and len(controls) == 1 and controls[0].caller.startswith("tui")
     assert [e.reason for e in events if isinstance(e, ev.SessionPaused)] == ["interrupted"]
+    (started,) = [e for e in events if isinstance(e, ev.SessionStarted)]
+    assert started.started_by.startswith("tui") and started.command == "run"  # who started it, and how

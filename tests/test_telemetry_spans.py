@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from telemetry_events import CALLS, ORACLE, PLANNING, PROJECT, SESSION, T0, TASK, as_recorded, session_events
@@ -59,6 +60,9 @@ def test_invocation_spans_carry_the_genai_attributes_and_the_summed_tokens() -> 
         assert attributes["gen_ai.conversation.id"] == invocation
         assert attributes["lopen.usage.calls"] == len(calls)
         assert attributes["lopen.usage.premium_requests"] == sum(c[4] for c in calls)
+        priced = invocation != ORACLE
+        assert attributes["lopen.usage.cost_usd"] == pytest.approx(sum(c[1] for c in calls) / 1e6 if priced else 0)
+        assert attributes.get("lopen.usage.unpriced_calls", 0) == (0 if priced else len(calls))
         assert attributes["lopen.project"] == PROJECT and attributes["lopen.session"] == SESSION
         assert spans[name].kind == "client"
     task = spans["invoke_agent task"].attributes

@@ -7,9 +7,15 @@ gateway's per-model tally, the TUI's header — keeps a ``TokenTotals`` and adds
 numbers agree everywhere by construction:
 
 >>> totals = TokenTotals()
->>> totals.add(ev.TokensUsed(input=1000, output=100, premium=1.0))
->>> (totals.total, totals.premium, totals.calls)
-(1100, 1.0, 1)
+>>> totals.add(ev.TokensUsed(input=1000, output=100, premium=1.0, cost=0.0045, priced=True))
+>>> totals.add(ev.TokensUsed(model="my-own-model", input=500, output=10))
+>>> (totals.total, totals.premium, totals.calls, totals.cost, totals.unpriced)
+(1610, 1.0, 2, 0.0045, 1)
+>>> totals.money
+'$0.0045 (1 call unpriced)'
+
+Money is summed here, never computed: each call's ``cost`` was priced once, when it was recorded
+(``lopen.workflow.prices``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import msgspec
 
 from events import catalogue as ev
 
-__all__ = ["TokenTotals"]
+__all__ = ["TokenTotals", "dollars", "money"]
 
 
 class TokenTotals(msgspec.Struct, kw_only=True):
@@ -35,14 +41,26 @@ class TokenTotals(msgspec.Struct, kw_only=True):
     calls: int = 0  # model calls (one TokensUsed each)
     context_used: int = 0
     context_limit: int = 0
+    cost: float = 0.0  # US dollars, the priced calls'
+    unpriced: int = 0  # calls whose model had no price (they add 0 to cost)
+    task: str = ""  # an invocation row's task (the task row its calls add to); "" elsewhere
 
     @property
     def total(self) -> int:
         return self.input + self.output
 
+    @property
+    def money(self) -> str:
+        """The cost as a person reads it: ``$1.23``, with the calls no price covered said."""
+        return money(self.cost, self.unpriced, self.calls)
+
     def add(self, event: ev.TokensUsed) -> None:
         """Add one recorded model call."""
         self.count(event.input, event.output, event.cache_read, event.cache_write, event.premium)
+        if event.priced:
+            self.cost += event.cost
+        else:
+            self.unpriced += 1
 
     def count(self, input: int, output: int, cache_read: int = 0, cache_write: int = 0, premium: float = 0.0) -> None:
         """Add one model call's usage (``add`` for a recorded call; the gateway's tally before it is
@@ -53,3 +71,18 @@ class TokenTotals(msgspec.Struct, kw_only=True):
         self.cache_write += cache_write
         self.premium += premium
         self.calls += 1
+
+
+def dollars(amount: float) -> str:
+    """``$1.23``; amounts under a cent keep two significant places (``$0.0045``)."""
+    return f"${amount:,.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.2g}"
+
+
+def money(cost: float, unpriced: int, calls: int) -> str:
+    """A cost with what it leaves out: ``unpriced`` when no call had a price."""
+    if calls and unpriced >= calls:
+        return "unpriced"
+    shown = dollars(cost)
+    if unpriced:
+        shown += f" ({unpriced} call{'s' if unpriced != 1 else ''} unpriced)"
+    return shown

@@ -359,6 +359,11 @@ class TokenQuery(Query):
     def module(self, module: str, project: str | None = None) -> TokenTotals | None:
         return self.row(f"module:{self._project(project)}/{module}")
 
+    def tasks(self, module: str, project: str | None = None) -> dict[str, TokenTotals]:
+        """The module's task rows, by task id (what ``budget.*_per_task`` count)."""
+        prefix = f"task:{self._project(project)}/{module}/"
+        return {key.removeprefix(prefix): row for key, row in self.rows_by_key(prefix).items()}
+
     def sessions(self, *, every_project: bool = False) -> dict[tuple[str, str], TokenTotals]:
         """Every session's totals (this project's unless ``every_project``), by ``(project, session id)``."""
         prefix = "session:" if every_project else f"session:{self.project}/"

@@ -1,7 +1,10 @@
 """Token totals (L5): per invocation, per session and per module, from the per-call ``TokensUsed``.
 
-Row keys: ``invocation:<project>/<id>``, ``session:<project>/<id>``, ``module:<project>/<name>``.
-Each row is the one token fold (``events.folds.tokens.TokenTotals``): a call is added with ``add``.
+Row keys: ``invocation:<project>/<id>``, ``session:<project>/<id>``, ``module:<project>/<name>``,
+``task:<project>/<module>/<task id>`` (every invocation of the task, its oracle checks included, across
+sessions: what ``budget.*_per_task`` count). Each row is the one token fold
+(``events.folds.tokens.TokenTotals``): a call is added with ``add``. An invocation row keeps its task,
+so the calls of an invocation started before a restart still reach the task's row.
 ``invocations`` counts the workflow's invocations (``InvocationStarted`` of every kind but the
 oracle's, which ``oracle_invocations`` counts); the context window is the latest measurement.
 """
@@ -12,7 +15,7 @@ from events import catalogue as ev
 from events.folds.tokens import TokenTotals
 from events.projections.base import Projection, Table
 
-__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens"]
+__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens", "task_key"]
 
 
 Tokens = Table[TokenTotals]
@@ -20,12 +23,15 @@ KINDS = ("invocation", "session", "module")
 
 
 def _rows(t: Tokens, e: ev.Event, invocation_id: str, with_module: bool = True) -> list[TokenTotals]:
-    """The rows an event adds to (its invocation's, session's, module's), marked changed."""
+    """The rows an event adds to (its invocation's, session's, module's, task's), marked changed."""
     memo_key = (e.project, invocation_id, e.session_id, e.module if with_module else "")
     found = t.memo.get(memo_key)
     if found is None:
         idents = (invocation_id, e.session_id, e.module if with_module else "")
         keys = [f"{kind}:{e.project}/{ident}" for kind, ident in zip(KINDS, idents, strict=True) if ident]
+        opened = t.get(f"invocation:{e.project}/{invocation_id}") if invocation_id and with_module else None
+        if opened is not None and opened.task:
+            keys.append(task_key(e.project, e.module, opened.task))
         rows = []
         for key in keys:
             row = t.get(key)
@@ -38,8 +44,19 @@ def _rows(t: Tokens, e: ev.Event, invocation_id: str, with_module: bool = True) 
     return found[1]
 
 
+def task_key(project: str, module: str, task: str) -> str:
+    return f"task:{project}/{module}/{task}"
+
+
 def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
     oracle = e.kind == "oracle"
+    if e.task:  # the invocation row knows its task before the rows are gathered
+        key = f"invocation:{e.project}/{e.invocation_id}"
+        row = t.get(key)
+        if row is None:
+            row = TokenTotals()
+            t.put(key, row)
+        row.task = e.task
     for row in _rows(t, e, e.invocation_id):
         if oracle:
             row.oracle_invocations += 1
@@ -62,5 +79,5 @@ PROJECTION = Projection(
     name="tokens",
     row=TokenTotals,
     handlers={ev.InvocationStarted: _started, ev.TokensUsed: _used, ev.ContextWindowMeasured: _window},
-    version=2,
+    version=3,
 )

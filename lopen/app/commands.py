@@ -35,7 +35,7 @@ import msgspec
 
 from events import catalogue as ev
 from lopen.app import queries
-from lopen.errors import LopenError
+from lopen.errors import InterventionRequired, LopenError
 
 if TYPE_CHECKING:
     from events.journal import Journal
@@ -330,6 +330,15 @@ def start_run(
     require_ready(root)
     settings = settings_for_run(root, model, max_iterations, unattended, parallel)
     drafting = not queries.has_spec(project, module)
+    if drafting and not prompt:
+        near = queries.similar_module(project, module)
+        if near:
+            raise LopenError(
+                f"module {module} has no specification — did you mean {near}?",
+                f"docs/requirements/{near}/SPECIFICATION.md exists; docs/requirements/{module}/ has none",
+                f"`lopen run {near}`; to start a new module named {module}: "
+                f"`lopen run {module} --prompt '<what to build>'`",
+            )
     tui = use_tui(headless=headless, setting=settings.display.tui)
     base = {"module": module, "root": root, "settings": settings, "tui": tui}
     if drafting and not prompt and tui:  # step 1 as a conversation in the TUI (the model asks, you answer)
@@ -349,6 +358,12 @@ def start_run(
         done = completed_already(root, module, settings)  # a finished module needs no credentials
         if done is not None:
             return Start(kind="complete", outcome=(0, *done), **base)
+        if not tui and not queries.approved(project, module):  # the gate first: credentials come later
+            raise InterventionRequired(
+                f"the specification of {module} is not approved",
+                "Lopen plans and builds only from a specification a person has approved (the human gate)",
+                f"review docs/requirements/{module}/SPECIFICATION.md, then run `lopen spec approve {module}`",
+            )
     warnings = preflight(settings, drafting=drafting)
     ensure_lopen_dir(root)
     return Start(kind="draft" if drafting else "run", warnings=warnings, **base)

@@ -33,6 +33,7 @@ from lopen.copilot.gateway import Gateway
 from lopen.copilot.results import StreamEvent
 from lopen.documents.paths import spec_path
 from lopen.git import Worktree
+from lopen.workflow.budgets import Limit, Totals
 from lopen.workflow.evidence import EvidenceCollector
 from lopen.workflow.invoke import Invoker
 from lopen.workflow.oracle import Verdict
@@ -158,14 +159,20 @@ class Crew:
             watch=self.watch,
             traceparent=lambda invocation_id: telemetry.traceparent(journal.session_id, invocation_id),
             project_root=root,
-            allowance=self._token_allowance,
+            limits=self._limits,
+            spending=self._spending,
         )
         oracle.append(self._start(refs, OracleActor, journal, collector, invoker))
         return invoker, ask
 
-    def _token_allowance(self) -> tuple[int, str]:
-        """What the Guardrail leaves the next invocation of the module's token budget (a quick ask)."""
-        return self.guardrail.allowance().get()
+    def _limits(self, task: str) -> tuple[Limit, ...]:
+        """The budgets the Guardrail stops the next invocation of ``task`` inside at (a quick ask)."""
+        return self.guardrail.limits(task).get()
+
+    def _spending(self, task: str) -> tuple[Totals, Totals]:
+        """The module's and ``task``'s totals now: asked after each model call, from the gateway's thread,
+        of the Metrics actor (never of the Guardrail, which may be waiting on a person)."""
+        return self.metrics.spending(task).get()
 
     def lane(self, component: str, tally: Tally) -> LaneHandle:
         """Start the lane of ``component``: its worktree, Git actor, Oracle, TaskRunner and LaneActor."""

@@ -30,6 +30,7 @@ from events.journal import Journal
 from events.locks import WorkerMark, module_lock
 from events.store import EventStore
 from lopen import __version__
+from lopen.app.commands import face_actor
 from lopen.app.crew import Crew, Parts, lanes_dir
 from lopen.app.interrupt import stopping_on_signals
 from lopen.config import Settings
@@ -207,7 +208,10 @@ def open_session(
     protection: str,
     worktree: Path,
     command: str = "run",
+    actor: str = "",
 ) -> str:
+    """Resume the module's unfinished session (or ``resume``), else open a new one; ``actor`` — who
+    asked (``cli:<user>``, ``tui:<user>``, ``worker:<host:pid>``) — is recorded with either."""
     state = journal.snapshot()
     previous = resume or (None if no_resume or not settings.session.auto_resume else state.unfinished_session())
     if previous:
@@ -218,7 +222,8 @@ def open_session(
                 "it is not in this project's history" if node is None else "it was deleted",
                 "see `lopen session list`",
             )
-        journal.resume_session(previous, "lopen run")
+        why = "asked for by name" if resume else "the module's unfinished session"
+        journal.resume_session(previous, f"lopen {command}" + (f" by {actor}" if actor else "") + f": {why}")
         return previous
     models = {
         "building": settings.models.building,
@@ -234,6 +239,7 @@ def open_session(
             worktree=str(worktree),
             worker=worker_name(),
             command=command,
+            started_by=actor,
             resumed_from=state.last_session() or "",  # the session this one continues the module's history from
         )
     )
@@ -255,12 +261,14 @@ def run_module(
     watch: Callable[[str, StreamEvent], None] | None = None,
     opened: tuple[EventStore, str] | None = None,
     on_session: Callable[[str], None] | None = None,
+    actor: str = "",
 ) -> tuple[int, str, str]:
     """Run the workflow for ``module``; returns (exit code, session id, detail).
 
-    ``opened`` is a store (and its project id) the caller holds and keeps open — the TUI follows its
-    bus; ``on_session`` hears the session id as soon as it is known; ``interrupt`` set from any
-    thread stops the run as Ctrl+C does."""
+    ``opened`` is a store (and its project id) the caller holds and keeps open; ``on_session`` hears the
+    session id as soon as it is known; ``interrupt`` set from any thread stops the run as Ctrl+C does;
+    ``actor`` is who started the run (``cli:<user>``, ``tui:<user>``; default the command line's user),
+    recorded with the session it opens or resumes."""
     if not settings.git.enabled:
         raise LopenError(
             "git.enabled is false, but Lopen builds every module in a git worktree",
@@ -295,6 +303,7 @@ def run_module(
                     protection=protection.kind if protection else "policy",
                     worktree=worktree.path,
                     command="plan" if stop_before == "building" else "run",
+                    actor=actor or face_actor("cli"),
                 )
                 say(f"session {session_id}")
                 if on_session is not None:

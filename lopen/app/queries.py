@@ -312,7 +312,7 @@ def task_log(project: Project, task: str, module: str = "") -> dict[str, Any]:
 
 
 def tokens(project: Project, module: str = "", session_id: str = "") -> dict[str, Any]:
-    """Token and premium-request totals (a module's, a session's, or each module's) with the budgets."""
+    """Token, premium-request and money totals (a module's, a session's, or each module's) with the budgets."""
     budget = project.settings().budget
     with project.store() as (store, _):
         views = store.projections
@@ -327,12 +327,17 @@ def tokens(project: Project, module: str = "", session_id: str = "") -> dict[str
         used = {
             "tokens": _share(totals["total"], budget.token_budget_per_module),
             "premium_requests": _share(totals["premium_requests"], budget.premium_budget_per_module),
+            "money": _share(totals["cost_usd"], budget.money_budget_per_module),
         }
         out.append({"module": name, **totals, "budget_used": used})
     return {
         "budget": {
             "token_budget_per_module": budget.token_budget_per_module,
             "premium_budget_per_module": budget.premium_budget_per_module,
+            "money_budget_per_module": budget.money_budget_per_module,
+            "token_budget_per_task": budget.token_budget_per_task,
+            "premium_budget_per_task": budget.premium_budget_per_task,
+            "money_budget_per_task": budget.money_budget_per_task,
             "warning_threshold": budget.warning_threshold,
             "confirmation_threshold": budget.confirmation_threshold,
         },
@@ -460,6 +465,24 @@ def _spec_document(root: Path, module: str, _stamp: int) -> Any:
         return None
 
 
+def similar_module(project: Project, module: str) -> str:
+    """A module with a specification whose name is close to ``module`` (a typo's "did you mean"), or ""."""
+    import difflib
+
+    from lopen.documents.spec_check import list_modules
+
+    names = [name for name in list_modules(project.root) if name != module]
+    near = difflib.get_close_matches(module, names, n=1, cutoff=0.75)
+    return near[0] if near else ""
+
+
+def approved(project: Project, module: str) -> bool:
+    """Whether the module's specification was approved (ever; a later edit is the run's to judge)."""
+    if not project.has_store():
+        return False
+    return module_state(project, module).approval is not None
+
+
 def has_spec(project: Project, module: str) -> bool:
     """Whether ``docs/requirements/<module>/SPECIFICATION.md`` exists (the name validated first)."""
     from lopen.documents.paths import spec_path
@@ -482,13 +505,25 @@ def _iso(at: float) -> str:
 
 def _totals(row: Any) -> dict[str, Any]:
     if row is None:
-        return {"input": 0, "output": 0, "total": 0, "premium_requests": 0.0, "invocations": 0, "model_calls": 0}
+        return {
+            "input": 0,
+            "output": 0,
+            "total": 0,
+            "premium_requests": 0.0,
+            "cost_usd": 0.0,
+            "cost": "$0.00",
+            "invocations": 0,
+            "model_calls": 0,
+        }
     return {
         "input": row.input,
         "output": row.output,
         "total": row.total,
         "cache_read": row.cache_read,
         "premium_requests": row.premium,
+        "cost_usd": round(row.cost, 6),
+        "unpriced_calls": row.unpriced,
+        "cost": row.money,
         "invocations": row.invocations,
         "oracle_invocations": row.oracle_invocations,
         "model_calls": row.calls,

@@ -111,6 +111,7 @@ class ChildRun:
             interrupt=self.interrupt,
             watch=watch,
             on_session=lambda session: pipe.tell(Line(session=session)),
+            actor=order.actor,
         )
         self.message = None  # delivered once, even when the run goes on after the gate
         return RunOutcome(code, session_id, detail)

@@ -69,6 +69,7 @@ class HeaderInfo:
     auth: str = ""
     token_budget: int = 0
     premium_budget: int = 0
+    money_budget: float = 0.0  # US dollars
     models: dict[str, str] = field(default_factory=dict)
 
 

@@ -82,6 +82,7 @@ def run_worker(
                     protection=protection.kind if protection else "policy",
                     worktree=worktree.path,
                     command="worker",
+                    actor=f"worker:{worker_name()}",
                 )
                 say(f"session {session_id} (worker {worker_name()})")
                 if protection is not None and protection.warning:

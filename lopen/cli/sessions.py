@@ -270,6 +270,14 @@ def log(
         seq_width = len(str(max(last.last_seq if last else 0, store.last_seq())))
         view = rp.TextView(**_view_options(width, full), tree=True, sessions=True, prompts=True, seq_width=seq_width)
         _write(_lines(view, records))
+        spent = views.tokens.tasks(state.module).get(task_id)
+        if spent is not None:  # the task's spend across sessions, its oracle checks included
+            _write(
+                [
+                    f"spent: {spent.total:,} tokens, {spent.premium:g} premium requests, {spent.money} "
+                    f"in {spent.calls:,} model calls\n".encode()
+                ]
+            )
 
 
 @projections_app.command("rebuild")

@@ -322,7 +322,7 @@ def set_value(
         raise LopenError(
             f"{spec.section} in {path} must be a JSON object", f"it is {json.dumps(section)}", f"fix {path} first"
         )
-    section[spec.name] = list(value) if isinstance(value, tuple) else value
+    section[spec.name] = msgspec.to_builtins(value)
     _merge(_layers(root, {}, env, {}, replace=(path, data)))  # refuse what would not load
     temporary = path.with_name(path.name + ".tmp")
     try:

@@ -46,14 +46,51 @@ class Models(_Section):
     )
 
 
+Money = Annotated[float, Meta(ge=0)]
+
+
+class Price(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One model's prices: US dollars per million tokens, and Copilot's premium-request multiplier.
+
+    ``input`` is what an input token not read from the provider's cache costs, ``cached_input`` one
+    that was; ``premium`` is the premium requests one prompt costs on GitHub Copilot (None = Lopen's
+    built-in rule, ``lopen.workflow.models.premium_requests``)."""
+
+    input: Money
+    output: Money
+    cached_input: Money = 0.0
+    premium: Annotated[float, Meta(ge=0)] | None = None
+
+
 class Budget(_Section):
     token_budget_per_module: Annotated[Count, _doc("Tokens one module may spend; 0 = unlimited.")] = 0
     premium_budget_per_module: Annotated[Count, _doc("Premium requests one module may spend; 0 = unlimited.")] = 0
+    money_budget_per_module: Annotated[
+        Money, _doc("US dollars one module may spend, priced with budget.prices; 0 = unlimited.")
+    ] = 0.0
+    token_budget_per_task: Annotated[
+        Count, _doc("Tokens one task may spend (its invocations and their oracle checks, across runs); 0 = unlimited.")
+    ] = 0
+    premium_budget_per_task: Annotated[Count, _doc("Premium requests one task may spend; 0 = unlimited.")] = 0
+    money_budget_per_task: Annotated[Money, _doc("US dollars one task may spend; 0 = unlimited.")] = 0.0
+    prices: Annotated[
+        dict[str, Price],
+        _doc(
+            "Prices per model, over Lopen's defaults (docs/guardrails.md lists them; they are defaults to check "
+            "against your provider's current prices): US dollars per million input, cached-input and output "
+            "tokens, and the premium-request multiplier. A model in neither costs 0 and is shown unpriced.",
+            allowed='a JSON object: {"model": {"input": 3, "cached_input": 0.3, "output": 15, "premium": 1}}',
+        ),
+    ] = msgspec.field(default_factory=dict)
     warning_threshold: Annotated[
         Fraction, _doc("Share of a budget at which Lopen warns. Must not exceed confirmation_threshold.")
     ] = 0.8
     confirmation_threshold: Annotated[
-        Fraction, _doc("Share of a budget at which Lopen stops for confirmation (exit 2 when headless).")
+        Fraction,
+        _doc(
+            "Share of a budget at which Lopen stops for confirmation (exit 2 when headless); an invocation "
+            "that reaches it is stopped inside, after the model call that crossed it."
+        ),
     ] = 0.9
 
 

@@ -78,6 +78,8 @@ class FieldSpec(msgspec.Struct, frozen=True):
                 value = float(stripped)
             elif isinstance(info, mi.VarTupleType):
                 value = json.loads(stripped) if stripped.startswith("[") else _split_list(stripped)
+            elif isinstance(info, mi.DictType):
+                value = json.loads(stripped or "{}")
         except ValueError as exc:
             raise ValueError(f"expected {self.allowed}") from exc
         return self.convert(value)
@@ -86,7 +88,7 @@ class FieldSpec(msgspec.Struct, frozen=True):
         """A value as a person would type it (strings bare, "" for empty, lists as JSON)."""
         if isinstance(value, str):
             return value if value else '""'
-        return json.dumps(list(value) if isinstance(value, tuple) else value)
+        return json.dumps(msgspec.to_builtins(value))
 
 
 def _split_list(text: str) -> list[str]:
@@ -110,6 +112,8 @@ def _type_name(info: mi.Type) -> str:
         return "choice"
     if isinstance(info, mi.VarTupleType):
         return "list of strings"
+    if isinstance(info, mi.DictType):
+        return "table"
     return "string"
 
 

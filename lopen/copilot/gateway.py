@@ -66,7 +66,7 @@ class ProviderConfig(msgspec.Struct, frozen=True):
     wire_api: str = "completions"
 
 
-FINAL = (ErrorKind.AUTH, ErrorKind.FATAL, ErrorKind.TIMEOUT, ErrorKind.CAPPED)  # never retried
+FINAL = (ErrorKind.AUTH, ErrorKind.FATAL, ErrorKind.TIMEOUT, ErrorKind.CAPPED, ErrorKind.BUDGET)  # never retried
 
 
 class GatewayConfig(msgspec.Struct, frozen=True):
@@ -415,7 +415,7 @@ class Gateway:
     ) -> InvocationResult:
         from lopen.telemetry.context import attach_parent, detach_parent
 
-        run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens, request.max_tokens_why))
+        run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens, request.budget))
         begun = time.monotonic()
         session = None
         options = session_options(request, [t.name for t in tools])
@@ -456,7 +456,8 @@ class Gateway:
             if session is not None:
                 await asyncio.shield(self._dispose(session))
         if run.cap.reached:  # stopped by Lopen: whatever the abort looked like to the SDK
-            run.error = InvocationError(kind=ErrorKind.CAPPED, message=run.cap.reached, model=model)
+            kind = ErrorKind.BUDGET if run.cap.by_budget else ErrorKind.CAPPED
+            run.error = InvocationError(kind=kind, message=run.cap.reached, model=model)
         attempts.append(
             Attempt(model=model, error=run.error, cli_retries=run.cli_retries, duration=time.monotonic() - begun)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 
 import msgspec
@@ -17,6 +18,7 @@ class ErrorKind(StrEnum):
     TIMEOUT = "timeout"  # the invocation ran past its timeout: not retried
     INTERRUPTED = "interrupted"  # Lopen aborted it (Ctrl+C, SIGTERM): not retried
     CAPPED = "capped"  # it reached its cap of tool calls or tokens and was stopped: not retried
+    BUDGET = "budget"  # a budget was reached inside it and it was stopped: not retried, not a failure
     FATAL = "fatal"
 
 
@@ -98,7 +100,7 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
     attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
     share one ``gen_ai.conversation.id``. ``max_turns`` and ``max_tokens`` cap what the invocation may
-    spend (``lopen.copilot.caps``).
+    spend, and ``budget`` says when a budget is reached inside it (``lopen.copilot.caps``).
     """
 
     models: list[str]
@@ -114,7 +116,8 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     conversation_id: str = ""
     max_turns: int = 0  # tool calls before the invocation is stopped (0 = no cap; lopen.copilot.caps)
     max_tokens: int = 0  # input + output tokens before it is stopped (0 = no cap)
-    max_tokens_why: str = ""  # where max_tokens comes from, for the reason the invocation was stopped
+    # asked after each model call's usage was handed over: the figures of a budget reached, or ""
+    budget: Callable[[], str] | None = None
 
 
 # Stream events handed to the gateway's callback while a session runs.

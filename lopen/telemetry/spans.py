@@ -344,6 +344,9 @@ class SpanBuilder:
             attributes["gen_ai.response.model"] = usage.model
             attributes["lopen.usage.calls"] = usage.calls
             attributes["lopen.usage.premium_requests"] = usage.premium
+            attributes["lopen.usage.cost_usd"] = usage.cost  # the priced calls' (lopen.workflow.prices)
+            if usage.unpriced:
+                attributes["lopen.usage.unpriced_calls"] = usage.unpriced
         if invocation_id in trace.tasks:
             trace.order.remove(invocation_id)
             del trace.tasks[invocation_id]

@@ -81,6 +81,7 @@ def header_info(settings: Settings | None) -> HeaderInfo:
         auth=auth,
         token_budget=settings.budget.token_budget_per_module,
         premium_budget=settings.budget.premium_budget_per_module,
+        money_budget=settings.budget.money_budget_per_module,
         models=models,
     )
 

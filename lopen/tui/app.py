@@ -35,6 +35,7 @@ from events.errors import Problem
 from events.store import EventStore
 from lopen.app.context import Project
 from lopen.errors import LopenError
+from lopen.term import number
 from lopen.tui.contract import ApprovalRequest, HeaderInfo, RunCallbacks, RunHandle, RunOutcome, StartRun
 from lopen.tui.controller import ReadOnly, Steering, parse_command
 from lopen.tui.conversation import Conversation
@@ -562,9 +563,9 @@ class LopenApp(App[int]):
 
         def of(used: float, budget: int) -> str:
             return (
-                f"{used:g} of {budget:,}" + (f" ({used / budget:.0%})" if budget else "")
+                f"{number(used)} of {number(budget)}" + (f" ({used / budget:.0%})" if budget else "")
                 if budget
-                else f"{used:g} (no budget)"
+                else f"{number(used)} (no budget)"
             )
 
         text = (

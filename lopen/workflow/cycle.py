@@ -38,8 +38,9 @@ def how_to_go_on(decision: GuardDecision) -> str:
         return "raise workflow.max_iterations (lopen config set workflow.max_iterations N, or --max-iterations N)"
     if decision.category == "churn":
         return "fix the cause or edit the plan"
-    key = "premium" if decision.detail.startswith("premium") else "token"
-    return f"raise the budget (lopen config set budget.{key}_budget_per_module N)"
+    key = "premium" if decision.detail.startswith(("premium", "budget.premium")) else "token"
+    setting = decision.setting or f"budget.{key}_budget_per_module"
+    return f"raise the budget (lopen config set {setting} N)"
 
 
 def guard_stop(guard: GuardDecision) -> Action:

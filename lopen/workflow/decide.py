@@ -101,6 +101,7 @@ class GuardDecision(msgspec.Struct, frozen=True):
     detail: str = ""
     budget_hint: str = ""
     record: bool = True  # record it as a GuardrailTripped (false when already recorded this run)
+    setting: str = ""  # the budget that tripped, e.g. budget.token_budget_per_task ("" = none)
 
 
 class Action(msgspec.Struct, frozen=True):

@@ -19,6 +19,8 @@ from events.fold import ModuleState, evidence_key, scope_key
 from events.journal import Journal
 from lopen.documents import acceptance_criteria, load_spec, skills_and_hooks
 from lopen.documents.instructions import render, repository_instructions
+from lopen.documents.standards import coding_standards
+from lopen.documents.standards import render as render_standards
 from lopen.git import Worktree
 from lopen.workflow.oracle import CommandResult, Confine, Evidence, run_command
 from lopen.workflow.rubric import rubric
@@ -111,6 +113,7 @@ class EvidenceCollector:
             left_out=[f"{path} ({size / 1048576:.0f} MB)" for path, size in self.worktree.left_out],
             nested=list(self.worktree.nested),
             conventions=render(repository_instructions(self.root)) if self.instructions else "",
+            standards=render_standards(coding_standards(self.root, self.module)),
         )
 
     def _run(

@@ -5,7 +5,14 @@ Everything is recorded as it happens, through the module's journal: ``Invocation
 its usage arrives (so a crash loses no call and a resume counts none twice; a gateway retry's calls
 and a sub-agent's are counted too, the sub-agent's with its ``agent_id``), ``ModelFellBack``, then
 ``ContextWindowMeasured``, the tool-discipline findings and ``InvocationFinished``. Premium requests
-follow one rule (``lopen.workflow.models.premium_for_call``), the oracle's invocations included.
+follow one rule (``lopen.workflow.models.premium_for_call``), the oracle's invocations included; each
+call is priced as it is recorded (``lopen.workflow.prices``: ``TokensUsed.cost``).
+
+The budgets hold inside an invocation: before it, the Guardrail says which budgets apply
+(``limits(task)``); after every model call is recorded, the gateway asks ``budget()``, which reads the
+module's and the task's totals as they are now (``spending(task)``, the Metrics actor's, every lane's
+calls included) and names the first budget reached — the gateway then stops the session, so a budget
+is overshot by the one call that reached it.
 """
 
 from __future__ import annotations
@@ -35,9 +42,13 @@ from lopen.documents.context import Kind as ContextKind
 from lopen.documents.context import assemble_context
 from lopen.documents.errors import DocumentError
 from lopen.documents.instructions import Instructions, render, repository_instructions
+from lopen.documents.standards import coding_standards
+from lopen.documents.standards import render as render_standards
+from lopen.workflow.budgets import Limit, Totals, first_reached
 from lopen.workflow.discipline import analyze, content_hash, exit_code
 from lopen.workflow.evidence import VERIFY_TESTS, hooks
 from lopen.workflow.models import premium_for_call
+from lopen.workflow.prices import call_cost, price_of, prices
 from lopen.workflow.prompts import GUIDANCE, PromptContext, system_message, user_prompt
 from lopen.workflow.steps import CLI_TOOLS, Kind, phase_of, toolset
 
@@ -97,11 +108,11 @@ class Invoker:
         watch: Callable[[str, StreamEvent], None] | None = None,
         traceparent: Callable[[str], str] | None = None,
         project_root: Path | None = None,
-        allowance: Callable[[], tuple[int, str]] | None = None,
+        limits: Callable[[str], tuple[Limit, ...]] | None = None,
+        spending: Callable[[str], tuple[Totals, Totals]] | None = None,
     ) -> None:
-        """``allowance()`` says how many tokens the next invocation may use before a budget would be
-        crossed, and which budget ((0, "") = no limit): the invocation is stopped there, so a budget
-        holds inside a call, overshot by one model call at most."""
+        """``limits(task)`` names the budgets an invocation of ``task`` is stopped inside at, and
+        ``spending(task)`` gives the module's and the task's totals now (both None: no budgets)."""
         self.journal = journal
         self.invoke_gateway = invoke_gateway
         self.settings = settings
@@ -110,7 +121,9 @@ class Invoker:
         self.watch = watch
         self.traceparent = traceparent
         self.project_root = project_root  # the user's checkout: the approved spec, the agent instructions
-        self.allowance = allowance
+        self.limits = limits
+        self.spending = spending
+        self.prices = prices(settings.budget.prices)
         self.count = 0  # invocations this run made (workflow.max_iterations counts these)
 
     def models_for(self, kind: Kind) -> list[str]:
@@ -173,8 +186,8 @@ class Invoker:
             verify=self._verify_command(),
             last_task=last_task_of_component,
             conventions=render(instructions),
+            standards=self._standards() if kind is Kind.TASK else "",
         )
-        max_tokens, max_tokens_why = self._token_cap()
         cli_tools: tuple[str, ...] | None = None
         if builder:
             cli_tools = (*CLI_TOOLS[kind], *(("ask_user",) if ask_user is not None else ()))
@@ -185,8 +198,8 @@ class Invoker:
             working_directory=str(self.workdir),
             timeout=self.settings.copilot.invocation_timeout,
             max_turns=self.settings.copilot.max_turns_per_invocation,
-            max_tokens=max_tokens,
-            max_tokens_why=max_tokens_why,
+            max_tokens=self.settings.copilot.max_tokens_per_invocation,
+            budget=self._budget(task),
             cli_tools=cli_tools,
             builder=builder,
             guidance=GUIDANCE if builder else "",
@@ -229,19 +242,31 @@ class Invoker:
             invocation_id=invocation_id,
         )
 
-    def _token_cap(self) -> tuple[int, str]:
-        """The tokens this invocation may use: the configured cap, or what is left of a budget when less."""
-        cap, why = self.settings.copilot.max_tokens_per_invocation, ""
-        if self.allowance is not None:
-            left, budget = self.allowance()
-            if budget and (not cap or left < cap):
-                cap, why = max(left, 1), budget
-        return cap, why
+    def _budget(self, task: str) -> Callable[[], str] | None:
+        """The check the gateway makes after each model call: the figures of the first budget reached."""
+        if self.limits is None or self.spending is None:
+            return None
+        limits, spending = self.limits(task), self.spending
+        if not limits:
+            return None
+        share = self.settings.budget.confirmation_threshold
+
+        def reached() -> str:
+            module, spent = spending(task)
+            found = first_reached(limits, module, spent, share)
+            return f"{found} — stopped inside the invocation" if found else ""
+
+        return reached
 
     def _instructions(self) -> list[Instructions]:
         if self.project_root is None or not self.settings.copilot.repository_instructions:
             return []
         return repository_instructions(self.project_root)
+
+    def _standards(self) -> str:
+        if self.project_root is None:
+            return ""
+        return render_standards(coding_standards(self.project_root, self.journal.module))
 
     def _verify_command(self) -> str:
         if self.project_root is None:
@@ -308,6 +333,7 @@ class Invoker:
 
     def _event_for(self, invocation_id: str, event: StreamEvent) -> ev.Event | None:
         if isinstance(event, UsageReported):
+            price = price_of(self.prices, event.model)
             return ev.TokensUsed(
                 invocation_id=invocation_id,
                 model=event.model,
@@ -315,9 +341,15 @@ class Invoker:
                 output=event.output,
                 cache_read=event.cache_read,
                 cache_write=event.cache_write,
-                premium=premium_for_call(event.model, first_of_attempt=event.first_of_attempt, agent_id=event.agent_id),
+                premium=premium_for_call(
+                    event.model, first_of_attempt=event.first_of_attempt, agent_id=event.agent_id, prices=self.prices
+                ),
                 call_id=event.call_id,
                 agent_id=event.agent_id,
+                cost=call_cost(price, input=event.input, output=event.output, cache_read=event.cache_read)
+                if price
+                else 0.0,
+                priced=price is not None,
             )
         if isinstance(event, ToolFinished):
             record = event.record

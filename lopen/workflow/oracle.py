@@ -85,6 +85,7 @@ class Evidence(msgspec.Struct, frozen=True):
     left_out: list[str] = []  # files the tree leaves out for their size (git.max_file_mb), as "path (N MB)"
     nested: list[str] = []  # nested git repositories the tree leaves out (their folders)
     conventions: str = ""  # the repository's agent instructions (lopen.documents.instructions)
+    standards: str = ""  # the project's coding standards (lopen.documents.standards), rendered
 
     @property
     def diff_cut(self) -> bool:
@@ -170,6 +171,11 @@ def prompt(evidence: Evidence, step: int = 6) -> str:
         parts.append(
             "## Other components' criteria (not expected in this change; do not judge them)\n"
             + "\n".join(f"- {o}" for o in evidence.rubric.others)
+        )
+    if evidence.standards:
+        parts.append(
+            "## Coding standards (a change that breaks one is a finding: an error when it must be fixed)\n"
+            + evidence.standards
         )
     if evidence.conventions:
         parts.append("## The project's conventions (its agent instructions)\n" + evidence.conventions)

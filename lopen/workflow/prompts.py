@@ -88,6 +88,7 @@ class PromptContext(msgspec.Struct, frozen=True):
     verify: str = ""  # the spec's verify-tests command, which Lopen re-runs
     last_task: bool = False  # the component's last open task: its verification follows
     conventions: str = ""  # the repository's agent instructions, rendered
+    standards: str = ""  # the project's coding standards (lopen.documents.standards), rendered; tasks only
 
 
 def header(ctx: PromptContext) -> str:
@@ -129,6 +130,11 @@ def system_message(ctx: PromptContext) -> str:
     if ctx.budget_hint:
         rules.append(ctx.budget_hint)
     parts.append("## Rules\n" + "\n".join(f"- {r}" for r in rules))
+    if ctx.standards and ctx.kind is Kind.TASK:
+        parts.append(
+            "## Coding standards (every change follows them; the reviewer judges yours against them too)\n"
+            + ctx.standards
+        )
     if ctx.conventions:
         parts.append(
             "## The project's conventions (its agent instructions; where they say to commit, push or ask a "

@@ -413,7 +413,7 @@ def _looping_playbook(turns: int) -> str:
     ("cap", "why"),
     [
         ({"max_turns": 5}, "made 5 tool calls, the most one may make (copilot.max_turns_per_invocation)"),
-        ({"max_tokens": 4000}, "used 4,040 tokens, the most it could use (copilot.max_tokens_per_invocation)"),
+        ({"max_tokens": 4000}, "used 4,040 tokens, the most one may use (copilot.max_tokens_per_invocation)"),
     ],
     ids=["turns", "tokens"],
 )

@@ -143,6 +143,8 @@ def test_a_signal_mid_task_pauses_the_session_stops_the_cli_and_the_next_run_fin
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     after = story(root)
     assert after.session_id == before.session_id and after.status == "completed"
+    (resumed,) = after.of(ev.SessionResumed)
+    assert resumed.reason.startswith("lopen run by cli") and resumed.reason.endswith("the module's unfinished session")
     assert [e.task for e in after.invocations(kind="task")] == ["core/1", "core/1", "core/2", "cli/1"]
     answered = [r for r in server.chat_requests if r.response_kind == "ok"]
     assert after.totals.input == sum(r.usage.prompt_tokens for r in answered)

@@ -9,6 +9,7 @@ with ``max_uses`` takes precedence, and its uses running out hands the requests 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -18,6 +19,7 @@ import time
 import pytest
 
 from e2e.scenario import (
+    DEMO,
     DEMO_RULES,
     LOPEN_RUN,
     MAIN_MODEL,
@@ -44,7 +46,7 @@ from e2e.scenario import (
 )
 from events import catalogue as ev
 from lopen.errors import LopenError
-from lopen.scripted_model import Rule, ScriptedModelServer, Turn
+from lopen.scripted_model import Rule, ScriptedModelServer, Turn, Usage
 
 pytestmark = pytest.mark.e2e
 
@@ -53,17 +55,37 @@ pytestmark = pytest.mark.e2e
 
 PLANNING_TOKENS = tokens_of("plan-slugify")
 CORE_1_TOKENS = tokens_of("task-core-1") + tokens_of("oracle-core-1")
-FIRST_CALL = next(t.usage.prompt_tokens + t.usage.completion_tokens for t in DEMO_RULES["task-core-1"].turns if t.usage)
+FIRST_USAGE = next(t.usage for t in DEMO_RULES["task-core-1"].turns if t.usage)
+FIRST_CALL = FIRST_USAGE.prompt_tokens + FIRST_USAGE.completion_tokens
 BUDGET = 90_000
+# the main model's price (USD per million input, cached input, output tokens): cost = this × what was served
+PRICE = {"input": 5.0, "cached_input": 0.5, "output": 25.0}
 
 
-def test_budget_warns_after_planning_and_pauses_headless_before_the_next_invocation(tmp_path, cli_path, scripted):
-    # the warning (0.8) is crossed by the planning invocation alone; core/1 would cross the pause (0.9), so
-    # its invocation is stopped inside the call, after its first model call (issue 23: budgets hold inside a call)
+def served_cost(*usages: Usage) -> float:
+    """What the scripted model's answers cost at PRICE: uncached input, cached input, output."""
+    return (
+        sum(
+            (u.prompt_tokens - u.cached_tokens) * PRICE["input"]
+            + u.cached_tokens * PRICE["cached_input"]
+            + u.completion_tokens * PRICE["output"]
+            for u in usages
+        )
+        / 1_000_000
+    )
+
+
+def test_a_token_budget_stops_the_invocation_inside_and_pauses_headless_with_the_figures(tmp_path, cli_path, scripted):
+    # the warning (0.8) is crossed by the planning invocation alone; core/1's first model call crosses the
+    # pause (0.9), so its invocation is stopped right after that call (issue 23: budgets hold inside a call)
     assert 0.8 <= PLANNING_TOKENS / BUDGET < 0.9 <= (PLANNING_TOKENS + FIRST_CALL) / BUDGET
+    assert PLANNING_TOKENS + CORE_1_TOKENS > PLANNING_TOKENS + FIRST_CALL  # core/1 would have gone on
     server = scripted(playbook())
     root = approved_project(tmp_path)
-    env = lopen_env(cli_path, server.url, BUDGET__TOKEN_BUDGET_PER_MODULE=str(BUDGET))
+    prices = json.dumps({MAIN_MODEL: PRICE})  # the oracle's scripted-mini stays unpriced
+    env = lopen_env(
+        cli_path, server.url, BUDGET__TOKEN_BUDGET_PER_MODULE=str(BUDGET), BUDGET__PRICES=prices, DISPLAY__TUI="false"
+    )
     terminal, stdin = os.openpty()  # a terminal on stdin: --headless must still never ask
     try:
         done = subprocess.run(
@@ -83,30 +105,69 @@ def test_budget_warns_after_planning_and_pauses_headless_before_the_next_invocat
     assert "Continue?" not in done.stdout + done.stderr
     paused_at = PLANNING_TOKENS + FIRST_CALL
     assert paused_at <= 0.9 * BUDGET + FIRST_CALL  # overshot by one model call at most
-    figures = f"tokens: {paused_at} of {BUDGET} ({paused_at / BUDGET:.0%})"
+    figures = f"budget.token_budget_per_module: {paused_at:,} of {BUDGET:,} ({paused_at / BUDGET:.0%})"
+    inside = f"{figures} — stopped inside the invocation"
     last = done.stdout.strip().splitlines()[-2]
-    assert last.startswith(f"! {figures}"), done.stdout
+    assert last.startswith(f"! {inside}"), done.stdout
     assert "lopen config set budget.token_budget_per_module" in last
-    warned = f"tokens: {PLANNING_TOKENS} of {BUDGET} ({PLANNING_TOKENS / BUDGET:.0%})"
+    warned = f"budget.token_budget_per_module: {PLANNING_TOKENS:,} of {BUDGET:,} ({PLANNING_TOKENS / BUDGET:.0%})"
     assert done.stdout.count(f"! budget: {warned}") == 1  # the warning line, once
     assert "max_iterations" not in last
 
     run = story(root)
     started = run.invocations()
     assert [(e.kind, e.task) for e in started] == [("planning", ""), ("task", "core/1")]
+    assert run.totals.total == paused_at  # what the model served, to the call
     trips = [e for e in run.of(ev.GuardrailTripped) if e.category == "budget"]
-    assert [(e.level, e.detail) for e in trips] == [
-        ("warn", warned),
-        ("pause", figures),
-    ]
+    assert [(e.level, e.detail) for e in trips] == [("warn", warned), ("pause", inside)]
     warn, pause = trips
     assert run.index(run.finish_of(started[0])) < run.index(warn) < run.index(started[1])
     assert run.index(run.finish_of(started[1])) < run.index(pause)
-    capped = run.finish_of(started[1])
-    assert (capped.outcome, capped.error_kind) == ("error", "capped")
-    assert isinstance(run.events[-1], ev.SessionPaused) and figures in run.events[-1].reason
+    stopped = run.finish_of(started[1])
+    assert (stopped.outcome, stopped.error_kind) == ("error", "budget")
+    core_1 = [e.to_state for e in run.of(ev.TaskStatusChanged) if e.task_id == "core/1"]
+    assert core_1 == ["in-progress"]  # not failed: resumable
+    assert isinstance(run.events[-1], ev.SessionPaused) and inside in run.events[-1].reason
     assert run.status == "paused"
     assert not any(about(r, task="core/2") for r in server.chat_requests)
+
+    # cost in money: the price table × the tokens the scripted model served, the same in every view
+    plan_usages = [t.usage or DEMO.default_usage for t in DEMO_RULES["plan-slugify"].turns]
+    cost = served_cost(*plan_usages, FIRST_USAGE)
+    assert run.totals.cost == pytest.approx(cost) and run.totals.unpriced == 0
+    shown = subprocess.run(
+        [*LOPEN_RUN[:3], "session", "show", run.session_id], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert f"- cost: ${cost:,.2f}" in shown.stdout, shown.stdout + shown.stderr
+    logged = subprocess.run([*LOPEN_RUN[:3], "log", "core/1"], cwd=root, env=env, capture_output=True, text=True)
+    spent = f"spent: {FIRST_CALL:,} tokens, 1 premium requests, ${served_cost(FIRST_USAGE):,.2f} in 1 model calls"
+    assert spent in logged.stdout, logged.stdout + logged.stderr
+
+
+def test_a_premium_budget_stops_the_invocation_after_the_call_that_reaches_it(tmp_path, cli_path, scripted):
+    """The main model priced at 3 premium requests a prompt: planning costs 3 (50% of 6), core/1's first
+    call 3 more (100%): its invocation is stopped right after that call, not after its last."""
+    server = scripted(playbook())
+    root = approved_project(tmp_path)
+    extra = {
+        "budget.premium_budget_per_module": 6,
+        "budget.prices": {MAIN_MODEL: {**PRICE, "premium": 3}},
+        "workflow.unattended": True,
+    }
+
+    ran = run_here(root, server, cli_path, extra)
+
+    assert ran.code == 2, "\n".join(ran.lines)
+    figures = "budget.premium_budget_per_module: 6 of 6 (100%) — stopped inside the invocation"
+    assert figures in ran.detail and "lopen config set budget.premium_budget_per_module" in ran.detail
+    run = story(root)
+    assert run.totals.premium == 6 <= 0.9 * 6 + 3  # overshot by one model call at most
+    assert [e.premium for e in run.of(ev.TokensUsed) if e.premium] == [3, 3]  # each invocation's first call
+    assert sum(about(r, task="core/1") for r in server.chat_requests) == 1  # stopped after its first call
+    (stopped,) = [run.finish_of(e) for e in run.invocations(task="core/1")]
+    assert stopped.error_kind == "budget"
+    assert [e.to_state for e in run.of(ev.TaskStatusChanged) if e.task_id == "core/1"] == ["in-progress"]
+    assert run.status == "paused"
 
 
 def test_an_interactive_run_asks_at_the_budget_pause_and_goes_on_when_told(tmp_path, cli_path, scripted):

@@ -7,6 +7,6 @@ from __future__ import annotations
 
 from events.fold import ComponentNode, ModuleState, TaskNode
 from events.folds.sessions import LIFECYCLE
-from events.folds.tokens import TokenTotals
+from events.folds.tokens import TokenTotals, dollars
 
-__all__ = ["LIFECYCLE", "ComponentNode", "ModuleState", "TaskNode", "TokenTotals"]
+__all__ = ["LIFECYCLE", "ComponentNode", "ModuleState", "TaskNode", "TokenTotals", "dollars"]

@@ -1,7 +1,7 @@
 """``lopen session show``: one session's state as a dict, markdown or YAML.
 
 The dict's keys are fixed: ``id, module, phase, step, status, components[…tasks[…], branch, worker,
-lease_until], tokens{input, output, total, premium_requests, invocations},
+lease_until], tokens{input, output, total, premium_requests, invocations, cost_usd, unpriced_calls, cost},
 resume{step, component, task, last_good_commit}``. The plan and the resume point come from the
 one fold (the module's plan row): a session is a view of its module's history. In parallel work each
 component shows its own branch and the worker holding it with its lease (side by side in markdown).
@@ -62,6 +62,9 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
             "total": tokens.total if tokens else 0,
             "premium_requests": tokens.premium if tokens else 0.0,
             "invocations": tokens.invocations if tokens else 0,
+            "cost_usd": round(tokens.cost, 6) if tokens else 0.0,
+            "unpriced_calls": tokens.unpriced if tokens else 0,
+            "cost": tokens.money if tokens else "$0.00",
         },
         "resume": {
             "step": session.step,
@@ -85,6 +88,7 @@ def to_markdown(report: dict[str, Any], plan: ModuleState) -> str:
         f"- phase: {report['phase'] or '-'} (step {report['step']})",
         f"- tokens: {t['input']:,} in, {t['output']:,} out, {t['total']:,} total; "
         f"{premium} premium requests; {_plural(t['invocations'], 'invocation')}",
+        f"- cost: {t['cost']} (priced per model: budget.prices)",
         f"- resume: {resume or 'from the start'}",
     ]
     if report.get("worktree"):

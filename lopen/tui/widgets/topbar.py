@@ -1,7 +1,10 @@
 """The top bar (U1): who and where on the first line, progress and spending on the second.
 
     ◆ Lopen 0.1.0 │ slugify │ scripted-opus │ openai · BYOK │ ⎇ lopen/slugify
-    Building ●●●●●●○ Step 6/7 │ running │ ctx 12k/128k ██░░ │ tok 45k/∞ │ premium 3/∞
+    Building ●●●●●●○ Step 6/7 │ running │ ctx 12k/128k ██░░ │ tok 45k/∞ │ premium 3/∞ │ $0.42
+
+The cost is the module's, priced as each call was recorded (``lopen.workflow.prices``): ``$0.42``,
+``$0.42/$5.00`` under a money budget, ``unpriced`` when no call's model had a price.
 
 Each segment has a priority: when the terminal is narrow, the least important segments go first
 (graceful narrowing down to 80 columns and below), never the step indicator.
@@ -15,6 +18,7 @@ from textual.content import Content
 from textual.widget import Widget
 
 import lopen
+from lopen.app.views.live import dollars
 from lopen.tui.state import PHASES, ScreenState
 from lopen.tui.symbols import Symbols
 from lopen.tui.widgets import glyphs
@@ -51,6 +55,8 @@ class TopBarData:
     token_budget: int = 0
     premium: float = 0.0
     premium_budget: int = 0
+    money: str = ""  # the module's cost as shown ("" before any model call)
+    money_budget: float = 0.0
     watching: bool = False
 
     @classmethod
@@ -74,6 +80,8 @@ class TopBarData:
             token_budget=state.info.token_budget,
             premium=module_tokens.premium,
             premium_budget=state.info.premium_budget,
+            money=module_tokens.money if module_tokens.calls else "",
+            money_budget=state.info.money_budget,
             watching=watching,
         )
 
@@ -115,6 +123,9 @@ def top_lines(data: TopBarData, symbols: Symbols, width: int) -> tuple[Content, 
         (3, gauge("tok", data.tokens, data.token_budget, symbols, width=6)),
         (4, gauge("premium", round(data.premium, 2), data.premium_budget, symbols, width=6)),
     ]
+    if data.money:
+        shown = data.money + (f"/{dollars(data.money_budget)}" if data.money_budget else "")
+        second.append((5, Content.styled(shown, "dim" if data.money == "unpriced" else "")))
     return fit(first, width, sep), fit(second, width, sep)
 
 
