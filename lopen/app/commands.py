@@ -353,12 +353,12 @@ def start_run(
             f"`lopen run {module} --prompt '<what to build>'`",
         )
     if not drafting and not replan and not prompt:
-        from lopen.app.engine import completed_already
+        from lopen.app.engine import where_it_stands
 
-        done = completed_already(root, module, settings)  # a finished module needs no credentials
+        approved, done = where_it_stands(root, module, settings)  # a finished module needs no credentials
         if done is not None:
             return Start(kind="complete", outcome=(0, *done), **base)
-        if not tui and not queries.approved(project, module):  # the gate first: credentials come later
+        if not tui and not approved:  # the gate first: credentials come later
             raise InterventionRequired(
                 f"the specification of {module} is not approved",
                 "Lopen plans and builds only from a specification a person has approved (the human gate)",

@@ -184,19 +184,20 @@ def completed(journal: Journal, worktree: Worktree) -> str:
     )
 
 
-def completed_already(root: Path, module: str, settings: Settings) -> tuple[str, str] | None:
-    """``(last session, what to say)`` when ``module`` is complete and its spec is the approved one:
-    `lopen run` then says so without asking for credentials or starting the CLI."""
+def where_it_stands(root: Path, module: str, settings: Settings) -> tuple[bool, tuple[str, str] | None]:
+    """Before a run asks for credentials: whether the module's spec was ever approved (the gate comes
+    first), and ``(last session, what to say)`` when the module is complete with its spec the approved
+    one — `lopen run` then says so without asking for credentials or starting the CLI."""
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store:
         journal = Journal(store, project, module)
         state = journal.snapshot()
         if not state.complete:
-            return None
+            return state.approval is not None, None
         status = SpecWatcher(root, module).check(state)
         if not status.approved or status.unapproved or status.drift is not None:
-            return None
-        return state.last_session() or "", completed(journal, worktree_for(root, module, settings))
+            return state.approval is not None, None
+        return True, (state.last_session() or "", completed(journal, worktree_for(root, module, settings)))
 
 
 def open_session(

@@ -476,13 +476,6 @@ def similar_module(project: Project, module: str) -> str:
     return near[0] if near else ""
 
 
-def approved(project: Project, module: str) -> bool:
-    """Whether the module's specification was approved (ever; a later edit is the run's to judge)."""
-    if not project.has_store():
-        return False
-    return module_state(project, module).approval is not None
-
-
 def has_spec(project: Project, module: str) -> bool:
     """Whether ``docs/requirements/<module>/SPECIFICATION.md`` exists (the name validated first)."""
     from lopen.documents.paths import spec_path
