@@ -19,21 +19,18 @@ from pathlib import Path
 import pykka
 import pytest
 from copilot.generated.session_events import _load_PermissionRequest
+from repos import git, make_repo, write
 from sandbox_project import SandboxProject, make_project
 
 from actors.git import GitActor
 from events import catalogue as ev
 from events.journal import Journal
 from lopen.git import Worktree
-from lopen.project import ensure_lopen_dir, open_store
+from lopen.project import open_store
 from lopen.sandbox import SandboxConfig
 from lopen.sandbox.policy import decide, policy_for
 
 BRANCH = "lopen/auth"
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def users_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -41,23 +38,9 @@ def users_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@example.com")
-    write(root / "app.py", "print('v1')\n")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "initial")
-    ensure_lopen_dir(root)
-    return root
+    return make_repo(tmp_path)
 
 
 @pytest.fixture

@@ -9,32 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from repos import git, make_repo, write
 
 from lopen.git import Worktree
-from lopen.project import ensure_lopen_dir
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@example.com")
-    write(root / "app.py", "print('v1')\n")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "initial")
-    ensure_lopen_dir(root)
-    return root
+    return make_repo(tmp_path)
 
 
 @pytest.fixture
