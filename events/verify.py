@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from hashlib import sha256
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from events.backends import ChainRow, Verified
 from events.chain import END, MARK, TAIL, WIDTH, digest, genesis, link_of
@@ -65,9 +65,8 @@ def verify(store: EventStore, stream: str | None = None, *, full: bool = False) 
     started = time.perf_counter()
     recorder = store.backend.events
     remembered, anchors = recorder.chain_verified(stream)
-    at = {sid: row[4] for sid, row in remembered.items()}
     tips = _check_anchors(store, remembered, anchors, stream)
-    walk = _Walk(store, {} if full else tips, at)
+    walk = _Walk(store, {} if full else tips)
     if stream is None:
         after = 0 if full else remembered.get("", ("", 0, b"", 0, 0.0))[3]
         position = after
@@ -161,15 +160,15 @@ def _check_anchors(
 class _Walk:
     """Follows streams event by event; ``tips`` are where each stream's check starts (none: genesis)."""
 
-    def __init__(self, store: EventStore, tips: dict[str, Tip], at: dict[str, float]) -> None:
+    def __init__(self, store: EventStore, tips: dict[str, Tip]) -> None:
         self.store = store
         self.tips = dict(tips)
-        self.at = at
+        self._starts: dict[str, Any] = {}  # topic → the hash of its prefix (copied per event: no re-hashing)
         self.touched: dict[str, Tip] = {}
         self.checked = 0
 
     def feed(self, rows: Iterable[ChainRow]) -> None:
-        tips, touched = self.tips, self.touched
+        tips, touched, starts = self.tips, self.touched, self._starts
         checked = 0
         for row in rows:
             seq, sid, version, topic, state, sealed = row
@@ -185,8 +184,10 @@ class _Walk:
             link = state[_LINK] if state[_MARKED] == MARK and state[-2:] == END else sealed
             if link != expected:
                 raise self._mismatch(row, tip, expected, link)
-            h = sha256(topic.encode())
-            h.update(b"\n")
+            start = starts.get(topic)
+            if start is None:
+                start = starts[topic] = sha256(topic.encode() + b"\n")
+            h = start.copy()
             h.update(state)
             if sealed:
                 h.update(b"\n")

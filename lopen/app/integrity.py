@@ -32,9 +32,12 @@ def verify(project: Project, session: str = "", *, full: bool = False) -> dict[s
     try:
         if session:
             stream = module_stream(project_id, queries.module_of_session(session))
-            if not store.version(stream):
-                raise queries.no_session(session)
         report = store.verify(stream, full=full)
+        if session:  # looked up once its history is known to be intact
+            views = store.projections
+            views.catch_up()
+            if views.sessions.get(session) is None:
+                raise queries.no_session(session)
         sealed = sealed_at(store)
     finally:
         if project.opened is None:
