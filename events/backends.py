@@ -38,6 +38,10 @@ LOCK_TIMEOUT = 10  # seconds a writer waits for another process's write transact
 
 Row = tuple[str, str, bytes]  # (projection, key, encoded value)
 RawEvent = tuple[int, str, int, str, bytes]  # (notification id, stream id, version, topic, state)
+ChainRow = tuple[int, str, int, str, bytes, bytes | None]  # a RawEvent and its sealed link (events.chain)
+Head = tuple[str, int, bytes]  # (stream id, version, digest of that event): a stream's newest link
+Link = tuple[str, int, bytes]  # (stream id, version, sealed link) of an event stored before the chain
+Verified = tuple[str, int, bytes, int, float]  # (stream id, version, digest, seq, when) verification reached
 
 
 class Stale(Exception):
@@ -61,6 +65,35 @@ class EventRecorder(Protocol):
         """(number of events above version ``after``, highest version, lowest version) of one stream:
         the count reads only the versions above ``after``."""
         ...
+
+    # The hash chain (events.chain): ``insert_events(…, heads=[Head], links=[Link])`` writes the streams'
+    # new heads (and an old store's sealed links) in the batch's own transaction.
+
+    def chain_scan(self, after: int, limit: int) -> list[ChainRow]:
+        """``scan`` with each event's sealed link (None when it has none)."""
+        ...
+
+    def chain_stream(self, stream_id: str, after_version: int, limit: int) -> list[ChainRow]:
+        """``select_stream`` with each event's sealed link."""
+        ...
+
+    def chain_event(self, stream_id: str, version: int) -> tuple[ChainRow | None, Head | None]:
+        """One event with its sealed link, and its stream's recorded head."""
+        ...
+
+    def chain_heads(self, stream_id: str | None = None) -> dict[str, tuple[int, bytes]]:
+        """Every stream's recorded head (or the one of ``stream_id``): ``{stream: (version, digest)}``."""
+        ...
+
+    def chain_verified(self, stream_id: str | None = None) -> tuple[dict[str, Verified], list[ChainRow]]:
+        """What verification reached per stream (the row ``""`` holds the global ``seq``), and the event
+        at each of those positions as stored now; only ``stream_id``'s when given."""
+        ...
+
+    def save_verified(self, rows: Sequence[Verified]) -> None: ...
+
+    def add_links(self, links: Sequence[Link]) -> None:
+        """Store sealed links; one already stored is kept (sealing is deterministic, so it is the same)."""
 
 
 def prefix_end(prefix: str) -> str:
@@ -185,20 +218,108 @@ def open_sqlite(path: Path) -> Backend:
     return Backend(str(path), path, events, views, datastore)
 
 
+_SQLITE_CHAIN_TABLES = [
+    "CREATE TABLE IF NOT EXISTS chain_heads (stream_id TEXT PRIMARY KEY, version INTEGER, digest BLOB) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS chain_links ("
+    "stream_id TEXT, version INTEGER, link BLOB, PRIMARY KEY (stream_id, version)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS chain_verified ("
+    "stream_id TEXT PRIMARY KEY, version INTEGER, digest BLOB, seq INTEGER, at REAL) WITHOUT ROWID",
+]
+_HEAD_UPSERT = (
+    "INSERT INTO chain_heads VALUES (?,?,?) ON CONFLICT (stream_id) DO UPDATE "
+    "SET version=excluded.version, digest=excluded.digest WHERE excluded.version > chain_heads.version"
+)
+_CHAIN_SELECT = (
+    "SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, l.link FROM stored_events e "
+    "LEFT JOIN chain_links l ON l.stream_id = e.originator_id AND l.version = e.originator_version "
+)
+
+
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
-    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **_: Any) -> Sequence[int]:
-        """One ``executemany`` per batch (the library inserts row by row to collect rowids).
+    def construct_create_table_statements(self) -> list[str]:
+        return [*super().construct_create_table_statements(), *_SQLITE_CHAIN_TABLES]
+
+    def _insert_events(
+        self,
+        c: Any,
+        stored_events: Sequence[StoredEvent],
+        heads: Sequence[Head] = (),
+        links: Sequence[Link] = (),
+        **_: Any,
+    ) -> Sequence[int]:
+        """One ``executemany`` per batch (the library inserts row by row to collect rowids), and the
+        chain's heads and sealed links in the same transaction.
 
         Inside the write transaction SQLite gives each new row max(rowid) + 1, so the batch's
         notification ids are the ``len(batch)`` ids ending at ``last_insert_rowid()``.
         """
         c.executemany(
-            self.insert_events_statement,
+            "INSERT INTO stored_events VALUES (?,?,?,?)",
             [(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events],
         )
         c.execute("SELECT last_insert_rowid()")
         last = c.fetchone()[0]
+        if links:
+            c.executemany("INSERT INTO chain_links VALUES (?,?,?) ON CONFLICT DO NOTHING", links)
+        if heads:
+            c.executemany(_HEAD_UPSERT, heads)
         return list(range(last - len(stored_events) + 1, last + 1))
+
+    def _select(self, statement: str, params: Sequence[object]) -> list[Any]:
+        with self.datastore.transaction(commit=False) as c:
+            c.sqlite_cursor.row_factory = None
+            c.execute(statement, params)
+            return c.fetchall()
+
+    def chain_scan(self, after: int, limit: int) -> list[ChainRow]:
+        return self._select(_CHAIN_SELECT + "WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?", (after, limit))
+
+    def chain_stream(self, stream_id: str, after_version: int, limit: int) -> list[ChainRow]:
+        return self._select(
+            _CHAIN_SELECT + "WHERE e.originator_id = ? AND e.originator_version > ? "
+            "ORDER BY e.originator_version LIMIT ?",
+            (stream_id, after_version, limit),
+        )
+
+    def chain_event(self, stream_id: str, version: int) -> tuple[ChainRow | None, Head | None]:
+        rows = self._select(
+            _CHAIN_SELECT + "WHERE e.originator_id = ? AND e.originator_version = ?", (stream_id, version)
+        )
+        heads = self.chain_heads(stream_id)
+        head = (stream_id, *heads[stream_id]) if heads else None
+        return (rows[0] if rows else None), head
+
+    def chain_heads(self, stream_id: str | None = None) -> dict[str, tuple[int, bytes]]:
+        where, params = ("WHERE stream_id = ?", (stream_id,)) if stream_id is not None else ("", ())
+        return {
+            s: (v, d) for s, v, d in self._select(f"SELECT stream_id, version, digest FROM chain_heads {where}", params)
+        }
+
+    def chain_verified(self, stream_id: str | None = None) -> tuple[dict[str, Verified], list[ChainRow]]:
+        where, params = ("WHERE v.stream_id = ?", (stream_id,)) if stream_id is not None else ("", ())
+        verified = {
+            r[0]: r
+            for r in self._select(f"SELECT stream_id, version, digest, seq, at FROM chain_verified v {where}", params)
+        }
+        anchors = self._select(
+            _CHAIN_SELECT
+            + f"JOIN chain_verified v ON v.stream_id = e.originator_id AND v.version = e.originator_version {where}",
+            params,
+        )
+        return verified, anchors
+
+    def save_verified(self, rows: Sequence[Verified]) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany(
+                "INSERT INTO chain_verified VALUES (?,?,?,?,?) ON CONFLICT (stream_id) DO UPDATE SET "
+                "version=excluded.version, digest=excluded.digest, seq=excluded.seq, at=excluded.at "
+                "WHERE excluded.seq >= chain_verified.seq",
+                rows,
+            )
+
+    def add_links(self, links: Sequence[Link]) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany("INSERT INTO chain_links VALUES (?,?,?) ON CONFLICT DO NOTHING", links)
 
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         with self.datastore.transaction(commit=False) as c:

@@ -97,3 +97,35 @@ class ModuleLocked(StoreError):
 
 class StoreTampered(StoreError):
     """The store changed under a running Lopen: its file deleted or replaced, or events missing."""
+
+
+class ChainBroken(StoreTampered):
+    """A stored event no longer matches the hash chain of its stream (``events.chain``): it was rewritten
+    (or inserted, or deleted) outside Lopen. ``stream_id``, ``version``, ``seq`` and ``event_type`` name the
+    event; ``expected`` is what the chain says its hash must be, ``found`` what it is."""
+
+    def __init__(
+        self,
+        what: str,
+        why: str,
+        *,
+        stream_id: str,
+        version: int,
+        seq: int,
+        event_type: str,
+        expected: str = "",
+        found: str = "",
+    ) -> None:
+        super().__init__(
+            what,
+            why,
+            "stop here: the audit trail was changed outside Lopen and nothing more is recorded until it is "
+            "explained (every stored event is kept as it is); compare the event with a backup of the store, "
+            "restore it, then run `lopen verify --full`",
+        )
+        self.stream_id = stream_id
+        self.version = version
+        self.seq = seq
+        self.event_type = event_type
+        self.expected = expected
+        self.found = found

@@ -100,8 +100,10 @@ class Journal:
             return fresh
 
     def check_intact(self) -> None:
-        """The store file is the one opened, and this stream holds exactly the events folded so far
-        (plus any another writer appended since): ``StoreTampered`` otherwise.
+        """The store file is the one opened, this stream holds exactly the events folded so far (plus any
+        another writer appended since), and its hash chain holds (``events.verify``: what was appended
+        since the last verification, and the event it stopped at): ``StoreTampered`` otherwise
+        (``ChainBroken`` naming the event for a rewrite). A run calls it before it records anything.
 
         Every ``FULL_CHECK``-th call counts the whole stream; the others count what was appended since the
         last check (and see that its first and last checked versions are still there), so a check per step
@@ -110,6 +112,7 @@ class Journal:
             self.refresh()
             since = 0 if self._checks % FULL_CHECK == 0 else self._checked
             self.store.check_intact(self.stream, self._state.version, since)
+            self.store.verify(self.stream)
             self._checked, self._checks = self._state.version, self._checks + 1
 
     def read(self, query: Callable[[ModuleState], T]) -> T:

@@ -9,14 +9,15 @@ store's contract against a real server (``bin/postgres-for-tests``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresTrackingRecorder
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composable, Identifier
 
-from events.backends import Backend, RawEvent, Row, Stale
+from events.backends import Backend, ChainRow, Head, Link, RawEvent, Row, Stale, Verified
 from events.errors import StoreUnavailable
 
 CONNECT_TIMEOUT = 5  # seconds
@@ -74,6 +75,121 @@ def open_postgres(url: str) -> Backend:
 
 
 class PgEventRecorder(PostgresApplicationRecorder):
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(self.datastore.schema)
+        self.chain_tables = {
+            name: (schema, Identifier(name))
+            for name in ("chain_heads", "chain_links", "chain_verified", events_table_name)
+        }
+        self.sql_create_statements += [
+            SQL("CREATE TABLE IF NOT EXISTS {0}.{1} (stream_id text PRIMARY KEY, version bigint, digest bytea)").format(
+                *self.chain_tables["chain_heads"]
+            ),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0}.{1} (stream_id text, version bigint, link bytea, "
+                "PRIMARY KEY (stream_id, version))"
+            ).format(*self.chain_tables["chain_links"]),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0}.{1} ("
+                "stream_id text PRIMARY KEY, version bigint, digest bytea, seq bigint, at double precision)"
+            ).format(*self.chain_tables["chain_verified"]),
+        ]
+        self._links_insert = SQL("INSERT INTO {0}.{1} VALUES (%s, %s, %s) ON CONFLICT DO NOTHING").format(
+            *self.chain_tables["chain_links"]
+        )
+        self._head_upsert = SQL(
+            "INSERT INTO {0}.{1} AS h VALUES (%s, %s, %s) ON CONFLICT (stream_id) DO UPDATE "
+            "SET version = EXCLUDED.version, digest = EXCLUDED.digest WHERE EXCLUDED.version > h.version"
+        ).format(*self.chain_tables["chain_heads"])
+        self._chain_select = SQL(
+            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state, l.link "
+            "FROM {0}.{1} e LEFT JOIN {2}.{3} l ON l.stream_id = e.originator_id AND l.version = e.originator_version "
+        ).format(*self.chain_tables[events_table_name], *self.chain_tables["chain_links"])
+
+    def _insert_events(
+        self,
+        curs: Any,
+        stored_events: Sequence[StoredEvent],
+        heads: Sequence[Head] = (),
+        links: Sequence[Link] = (),
+        **_: Any,
+    ) -> None:
+        """The library's hook inside the batch's transaction, before the events go in: the chain's heads
+        and sealed links are written with them (rolled back with them on a conflict)."""
+        if links:
+            curs.executemany(self._links_insert, links)
+        if heads:
+            curs.executemany(self._head_upsert, heads)
+
+    def _chain_rows(self, where: Composable, params: tuple[object, ...]) -> list[ChainRow]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self._chain_select + where, params)
+            return [
+                (
+                    r["notification_id"],
+                    r["originator_id"],
+                    r["originator_version"],
+                    r["topic"],
+                    bytes(r["state"]),
+                    bytes(r["link"]) if r["link"] is not None else None,
+                )
+                for r in c.fetchall()
+            ]
+
+    def chain_scan(self, after: int, limit: int) -> list[ChainRow]:
+        return self._chain_rows(SQL("WHERE e.notification_id > %s ORDER BY e.notification_id LIMIT %s"), (after, limit))
+
+    def chain_stream(self, stream_id: str, after_version: int, limit: int) -> list[ChainRow]:
+        return self._chain_rows(
+            SQL("WHERE e.originator_id = %s AND e.originator_version > %s ORDER BY e.originator_version LIMIT %s"),
+            (stream_id, after_version, limit),
+        )
+
+    def chain_event(self, stream_id: str, version: int) -> tuple[ChainRow | None, Head | None]:
+        rows = self._chain_rows(SQL("WHERE e.originator_id = %s AND e.originator_version = %s"), (stream_id, version))
+        heads = self.chain_heads(stream_id)
+        return (rows[0] if rows else None), ((stream_id, *heads[stream_id]) if heads else None)
+
+    def chain_heads(self, stream_id: str | None = None) -> dict[str, tuple[int, bytes]]:
+        statement = SQL("SELECT stream_id, version, digest FROM {0}.{1}").format(*self.chain_tables["chain_heads"])
+        params: tuple[object, ...] = ()
+        if stream_id is not None:
+            statement += SQL(" WHERE stream_id = %s")
+            params = (stream_id,)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, params)
+            return {r["stream_id"]: (r["version"], bytes(r["digest"])) for r in c.fetchall()}
+
+    def chain_verified(self, stream_id: str | None = None) -> tuple[dict[str, Verified], list[ChainRow]]:
+        table = self.chain_tables["chain_verified"]
+        where, params = (SQL(" WHERE v.stream_id = %s"), (stream_id,)) if stream_id is not None else (SQL(""), ())
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(SQL("SELECT stream_id, version, digest, seq, at FROM {0}.{1} v").format(*table) + where, params)
+            verified = {
+                r["stream_id"]: (r["stream_id"], r["version"], bytes(r["digest"]), r["seq"], r["at"])
+                for r in c.fetchall()
+            }
+        anchors = self._chain_rows(
+            SQL("JOIN {0}.{1} v ON v.stream_id = e.originator_id AND v.version = e.originator_version").format(*table)
+            + where,
+            params,
+        )
+        return verified, anchors
+
+    def save_verified(self, rows: Sequence[Verified]) -> None:
+        statement = SQL(
+            "INSERT INTO {0}.{1} AS v VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
+            "version = EXCLUDED.version, digest = EXCLUDED.digest, seq = EXCLUDED.seq, at = EXCLUDED.at "
+            "WHERE EXCLUDED.seq >= v.seq"
+        ).format(*self.chain_tables["chain_verified"])
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany(statement, rows)
+
+    def add_links(self, links: Sequence[Link]) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany(self._links_insert, links)
+
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         statement = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}.{1} " + where

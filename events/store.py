@@ -11,6 +11,8 @@ Public API (what the workflow calls)::
     for rec in store.read_all(after=0): ...                  # every event, in seq order, paged
     sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
     store.migrate_legacy(project)                            # a pre-project-id store, once
+    store.seal_unchained()                                   # a store older than the hash chain, once
+    store.verify(stream_id=None, full=False)                 # the hash chain since the last check
     store.projections.follow() / .catch_up() / .rebuild()
     store.close()
 
@@ -38,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from events.backends import Backend, RawEvent, open_backend, os_diagnosis, quarantine
+from events.backends import Backend, Head, RawEvent, open_backend, os_diagnosis, quarantine
 from events.bus import Bus, Subscription
 from events.catalogue import Event
+from events.chain import chain, digest, genesis
 from events.codec import Codec
 from events.errors import (
     ConcurrencyConflict,
@@ -52,6 +55,7 @@ from events.errors import (
 )
 from events.recorded import META_PREFIX, Recorded, is_legacy, legacy_owner, module_stream, stream_owner
 from events.redaction import might_hold_secret, redact
+from events.verify import Report, rewritten, verify
 
 if TYPE_CHECKING:
     from events.projections import Projections
@@ -68,6 +72,7 @@ class EventStore:
         self.location = backend.location
         self.codec = codec or Codec()
         self._versions: dict[str, int] = {}
+        self._heads: dict[str, tuple[int, bytes]] = {}  # stream → (version, digest): the links this store made
         self._append_lock = threading.Lock()
         self._bus = Bus(self.read_all)
         self._projections: Projections | None = None
@@ -102,13 +107,19 @@ class EventStore:
         with self._append_lock:
             for attempt in range(20):
                 base = expected_version if expected_version is not None else self._known_version(stream_id)
+                linked = self._linked(stream_id, base, expected_version, topics, payloads)
+                if linked is None:  # the stream is shorter than we knew (expected_version None): read it again
+                    self._versions[stream_id] = self.version(stream_id)
+                    continue
+                states, heads = linked
+                top = base + len(prepared)
                 stored = [
-                    StoredEvent(stream_id, base + i + 1, topic, payload)
-                    for i, (topic, payload) in enumerate(zip(topics, payloads, strict=True))
+                    StoredEvent(stream_id, base + i + 1, topic, state)
+                    for i, (topic, state) in enumerate(zip(topics, states, strict=True))
                 ]
                 try:
                     with self._errors("append to"):
-                        ids = self.backend.events.insert_events(stored)
+                        ids = self.backend.events.insert_events(stored, heads=heads)
                 except IntegrityError:
                     actual = self._versions[stream_id] = self.version(stream_id)
                     if expected_version is not None:
@@ -124,13 +135,50 @@ class EventStore:
                     "twenty attempts in a row lost the race for the stream's next version",
                     "make sure only one lopen run works on a session at a time",
                 )
-            self._versions[stream_id] = base + len(prepared)
+            self._versions[stream_id] = top
+            if heads:
+                self._heads[stream_id] = heads[-1][1:]
         assert ids is not None
         recorded = [
             Recorded(seq, stream_id, base + i + 1, e) for i, (seq, e) in enumerate(zip(ids, prepared, strict=True))
         ]
         self._bus.publish(recorded)
-        return base + len(prepared)
+        return top
+
+    def _linked(
+        self, stream_id: str, base: int, expected: int | None, topics: Sequence[str], payloads: Sequence[bytes]
+    ) -> tuple[list[bytes], list[Head]] | None:
+        """The batch's states, linked onto version ``base`` of the stream, and the stream's new head (None:
+        the stream is shorter than ``base``). The one place appends are chained (bin/bench-store measures
+        the cost by overriding it)."""
+        link = self._link_after(stream_id, base, expected)
+        if link is None:
+            return None
+        states, head = chain(link, topics, payloads)
+        return states, [(stream_id, base + len(states), head)]
+
+    def _link_after(self, stream_id: str, base: int, expected: int | None) -> bytes | None:
+        """The link of the event after version ``base``: the digest of the stored event ``base``.
+
+        Known when this store appended it (the digest it computed then, so a rewrite of that event since
+        still shows); otherwise read and hashed — and checked against the stream's recorded head, so an
+        append never adopts a newest event that was rewritten. A stream shorter than ``base`` is a
+        ``ConcurrencyConflict`` for ``expected`` (never a gap in the versions); None without."""
+        if base == 0:
+            return genesis(stream_id)
+        known = self._heads.get(stream_id)
+        if known is not None and known[0] == base:
+            return known[1]
+        with self._errors("read"):
+            row, head = self.backend.events.chain_event(stream_id, base)
+        if row is None:
+            if expected is None:
+                return None
+            raise ConcurrencyConflict(stream_id, expected, self.version(stream_id))
+        link = digest(row[3], row[4], row[5])
+        if head is not None and head[1] == base and head[2] != link:
+            raise rewritten(row, head[2], link, "the head recorded for its stream when it was appended")
+        return link
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -234,6 +282,23 @@ class EventStore:
     ) -> None:
         self.close()
 
+    # -- the hash chain ---------------------------------------------------------------------------
+
+    def verify(self, stream_id: str | None = None, *, full: bool = False) -> Report:
+        """Check the hash chain since the last verification (``full``: all of it), of every stream or of
+        ``stream_id``; ``ChainBroken`` names the first event that does not fit (``events.verify``)."""
+        with self._errors("verify"):
+            return verify(self, stream_id, full=full)
+
+    def seal_unchained(self) -> int:
+        """Seal the events a Lopen older than the hash chain stored, once (``events.seal``); how many."""
+        from events.seal import seal
+
+        with self._append_lock, self._errors("seal"):
+            sealed = seal(self)
+            self._heads.clear()
+        return sealed
+
     # -- internals ------------------------------------------------------------------------------
 
     def migrate_legacy(self, project: str) -> int:
@@ -254,24 +319,31 @@ class EventStore:
                     module = rec.event.module or legacy_owner(rec.stream_id)
                     event = msgspec.structs.replace(rec.event, project=project, module=module)
                     by_stream.setdefault(module_stream(project, module), []).append(event)
-        stored: list[StoredEvent] = []
-        for stream_id, events in by_stream.items():
-            base = self.version(stream_id)
-            stored += [
-                StoredEvent(stream_id, base + i + 1, self.codec.topic(e), self.codec.encode(e))
-                for i, e in enumerate(events)
-            ]
         from events.catalogue import ControlRequested
 
         note = ControlRequested(action="migrate-legacy-store", caller="lopen", detail=f"project {project}")
-        stored.append(StoredEvent(marker, 1, self.codec.topic(note), self.codec.encode(note)))
+        by_stream[marker] = [note]
+        stored: list[StoredEvent] = []
+        heads = []
+        for stream_id, events in by_stream.items():
+            base = self.version(stream_id)
+            topics = [self.codec.topic(e) for e in events]
+            link = self._link_after(stream_id, base, base)
+            assert link is not None
+            states, head = chain(link, topics, [self.codec.encode(e) for e in events])
+            stored += [
+                StoredEvent(stream_id, base + i + 1, topic, state)
+                for i, (topic, state) in enumerate(zip(topics, states, strict=True))
+            ]
+            heads.append((stream_id, base + len(events), head))
         with self._append_lock:
             try:
                 with self._errors("migrate"):
-                    self.backend.events.insert_events(stored)
+                    self.backend.events.insert_events(stored, heads=heads)
             except IntegrityError:
                 return 0  # another process migrated it first
             self._versions.clear()
+            self._heads.clear()
         return len(stored) - 1
 
     def _has_legacy(self) -> bool:

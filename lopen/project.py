@@ -117,13 +117,15 @@ def _root_commit(root: Path) -> str:
 
 
 def open_store(root: Path, url: str = "", configured_id: str = "") -> tuple[EventStore, str]:
-    """The project's event store and its id: a store written before project ids is migrated into
-    this project once (nothing is lost), and the projections render this project's plans."""
+    """The project's event store and its id: a store written before the hash chain is sealed and one
+    written before project ids is migrated into this project, once each (nothing is lost), and the
+    projections render this project's plans."""
     from events.store import EventStore
 
     project = project_id(root, configured_id)
     store = EventStore.open(root, url)
     try:
+        store.seal_unchained()  # a store older than the hash chain: its events sealed once, never rejected
         store.migrate_legacy(project)
         store.projections.for_project(project)
     except BaseException:

@@ -207,6 +207,10 @@ class Projections:
         self.problems += run.problems
         return run, events
 
+    def saved(self) -> dict[str, dict[str, bytes]]:
+        """Every saved row, by projection name and key, as stored (to compare two states row by row)."""
+        return {s.name: dict(self._views.load_all(s.tracking_name)) for s in self.specs}
+
     def digest(self) -> str:
         """A hash over every saved row: equal digests mean byte-identical projections."""
         h = hashlib.sha256()

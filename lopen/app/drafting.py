@@ -61,6 +61,7 @@ def draft_spec(
     store, project = open_store(root, settings.store.url, settings.project.id)
     with store, module_lock(root, module):
         journal = Journal(store, project, module)
+        journal.check_intact()  # a rewritten, inserted or deleted event: nothing is drafted
         worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI starts: its sandbox binds the worktree
         with Gateway(config) as gateway:
             protection = gateway.protection.kind if gateway.protection else "policy"

@@ -282,6 +282,7 @@ def run_module(
     try:
         with module_lock(root, module):
             journal = Journal(store, project, module)
+            journal.check_intact()  # a rewritten, inserted or deleted event: the run does not start (StoreTampered)
             watcher = SpecWatcher(root, module)
             check_spec(journal, watcher)
             keep_plan_file(root, journal)

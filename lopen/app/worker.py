@@ -63,6 +63,7 @@ def run_worker(
     try:
         with module_lock(root, module, shared=True):  # with other workers, never with a `lopen run`
             journal = Journal(store, project, module)
+            journal.check_intact()  # a rewritten, inserted or deleted event: the worker does not start
             watcher = SpecWatcher(root, module)
             check_spec(journal, watcher)
             keep_plan_file(root, journal)

@@ -29,6 +29,7 @@ from lopen.cli.spec import spec_app
 from lopen.cli.trace import trace
 from lopen.cli.tui_cmd import tui_app
 from lopen.cli.tui_cmd import watch as watch_cmd
+from lopen.cli.verify_cmd import verify
 from lopen.cli.worker_cmd import worker
 
 app = typer.Typer(
@@ -93,6 +94,7 @@ spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)
 app.command("doctor")(doctor)
 app.command("revert")(revert)
+app.command("verify")(verify)
 app.command("mcp")(mcp)
 app.command("trace")(trace)
 app.add_typer(tui_app, name="tui")

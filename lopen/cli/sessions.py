@@ -282,17 +282,17 @@ def log(
 
 @projections_app.command("rebuild")
 def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object.")) -> None:
-    """Throw the projections away and rebuild them from every stored event."""
+    """Throw the projections away and rebuild them from every stored event (after checking the hash chain)."""
     import msgspec
 
-    with _store() as store:
-        views = store.projections
-        views.catch_up()
-        before = views.digest()
-        result = views.rebuild()
-        identical = views.digest() == before
+    from lopen.app import integrity
+    from lopen.app.context import Project
+
+    result = integrity.rebuild(Project.here())
+    identical = result["identical"]
     if as_json:
-        typer.echo(msgspec.json.encode({**result, "identical": identical}).decode())
+        typer.echo(msgspec.json.encode(result).decode())
+        integrity.require_identical(result)  # exit 1 naming the projections and rows that differ
         return
     from lopen.term import plural
 
@@ -309,6 +309,7 @@ def rebuild(as_json: bool = typer.Option(False, "--json", help="Print the result
         count, noun = plural(rows, "row").split(" ")
         typer.echo(f"  {name:<10} {count:>{max(width, 7)}} {noun}")
     typer.echo(f"identical to the projections kept incrementally: {'yes' if identical else 'NO'}")
+    integrity.require_identical(result)  # exit 1 naming the projections and rows that differ
 
 
 @session_app.command("list")

@@ -1,0 +1,95 @@
+"""Is the history as it was recorded? `lopen verify` and `lopen projections rebuild`.
+
+- :func:`verify` checks the store's hash chain (``events.verify``): every stream's events since the
+  last verification, or all of them (``full``), or only the module stream holding one session. A
+  rewritten, inserted or deleted event is ``ChainBroken`` (exit 1) naming it; an intact chain returns
+  what was checked, for the one-line summary.
+- :func:`rebuild` first checks the whole chain (a rewritten event is named and the projections are left
+  as they were), then rebuilds the projections and compares them with the ones kept incrementally, row
+  by row: :func:`require_identical` turns a difference into an error naming the projection and its rows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lopen.app import queries
+from lopen.errors import LopenError
+
+if TYPE_CHECKING:
+    from lopen.app.context import Project
+
+SHOWN = 5  # differing rows named per projection
+
+
+def verify(project: Project, session: str = "", *, full: bool = False) -> dict[str, Any]:
+    """Check the hash chain; ``{"streams", "events", "seconds", "rate", "full", "scope", "sealed_at"}``."""
+    from events.recorded import module_stream
+    from events.verify import sealed_at
+
+    stream = None
+    store, project_id = project.opened or project.open()
+    try:
+        if session:
+            stream = module_stream(project_id, queries.module_of_session(session))
+        report = store.verify(stream, full=full)
+        if session:  # looked up once its history is known to be intact
+            views = store.projections
+            views.catch_up()
+            if views.sessions.get(session) is None:
+                raise queries.no_session(session)
+        sealed = sealed_at(store)
+    finally:
+        if project.opened is None:
+            store.close()
+    return {
+        "streams": report.streams,
+        "events": report.events,
+        "seconds": report.seconds,
+        "rate": report.rate,
+        "full": full,
+        "scope": stream or "",
+        "sealed_at": sealed,
+    }
+
+
+def rebuild(project: Project) -> dict[str, Any]:
+    """Verify the whole chain, rebuild every projection from event #1 and compare the result with the
+    rows kept incrementally: ``Projections.rebuild``'s result plus ``identical`` and ``differences``
+    (``{projection: [row keys]}``, the first few of each)."""
+    store, _ = project.opened or project.open()
+    try:
+        store.verify(full=True)  # a rewritten event is named here, before anything is rebuilt from it
+        views = store.projections
+        views.catch_up()
+        before = views.saved()
+        result = views.rebuild()
+        after = views.saved()
+    finally:
+        if project.opened is None:
+            store.close()
+    differences = {name: _differing(before[name], after.get(name, {})) for name in before}
+    differences = {name: keys for name, keys in differences.items() if keys}
+    return {**result, "identical": not differences, "differences": differences}
+
+
+def require_identical(result: dict[str, Any]) -> None:
+    """A ``LopenError`` naming each projection whose rebuilt rows differ from the ones kept incrementally."""
+    differences: dict[str, list[str]] = result["differences"]
+    if not differences:
+        return
+    named = "; ".join(
+        f"{name!r}: {', '.join(keys[:SHOWN])}{' …' if len(keys) > SHOWN else ''}" for name, keys in differences.items()
+    )
+    raise LopenError(
+        f"the rebuilt projection{'s' if len(differences) > 1 else ''} {', '.join(map(repr, differences))} "
+        "differ from the ones kept incrementally",
+        f"rows that differ — {named}. The events' hash chain is intact, so the stored rows were changed outside "
+        "Lopen, or a projection is not a pure function of the events (a bug)",
+        "the rebuilt rows are in place now, computed from the recorded events; report it if nobody edited the "
+        "store's projection_rows table",
+    )
+
+
+def _differing(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+    return sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))

@@ -1,0 +1,159 @@
+"""`lopen verify`, `lopen projections rebuild` and a run's start on a store whose events were rewritten in
+place (issue 22, item 3), as a user runs them — in a subprocess, on SQLite and on PostgreSQL.
+
+Before the chain, changing one ``TokensUsed`` row dropped the token totals silently, the rebuild said
+"identical … NO" and exited 0, and a run carried on. Now each fails naming the event, and keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from eventsourcing.persistence import StoredEvent
+from test_events_chain import SID, fill, rewrite, rows
+from test_events_cli import lopen, new_project
+from test_events_store import AUTH, PROJECT, PostgresBackend, SQLiteBackend
+
+from events import catalogue as ev
+from events.codec import Codec
+from events.errors import ChainBroken
+from events.store import EventStore
+from lopen.project import open_store
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+class CliContract:
+    """Every test gets a project whose store (``url``) holds ``fill()``'s history, written by the real store."""
+
+    @pytest.fixture
+    def root(self, tmp_path: Path, url: str) -> Iterator[Path]:
+        root = new_project(tmp_path / "project")
+        with EventStore.open(root, url) as store:
+            fill(store)
+        yield root
+
+    def run(self, root: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """``lopen <args>`` on this checkout's code (the environment may have another one installed)."""
+        return lopen(root, *args, LOPEN_STORE__URL=url, PYTHONPATH=str(CHECKOUT))
+
+    def test_an_intact_store_verifies_and_then_checks_only_new_events(self, root: Path, url: str) -> None:
+        first = self.run(root, url, "verify")
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.startswith("chain intact: 23 events in 2 streams checked in ")
+        assert "events/s), since the last check" in first.stdout and first.stdout.count("\n") == 1
+        again = self.run(root, url, "verify", "--json")
+        assert json.loads(again.stdout)["events"] == 0
+        with EventStore.open(root, url) as store:
+            store.append(AUTH, [ev.ProgressReported(progress="one more")])
+        assert json.loads(self.run(root, url, "verify", "--json").stdout)["events"] == 1
+        full = json.loads(self.run(root, url, "verify", "--full", "--json").stdout)
+        assert (full["events"], full["full"], full["sealed_at"]) == (24, True, 0.0)
+
+    def test_one_session_s_module_history_is_verified_alone(self, root: Path, url: str) -> None:
+        done = self.run(root, url, "verify", "--session", SID)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"chain intact: 20 events in 1 stream of module:{PROJECT}/auth checked")
+        missing = self.run(root, url, "verify", "--session", "billing-20261126-9")
+        assert missing.returncode == 1 and "no session billing-20261126-9" in missing.stderr
+
+    def test_a_rewritten_tokens_row_fails_verify_rebuild_and_the_next_run_naming_it(self, root: Path, url: str) -> None:
+        assert self.run(root, url, "session", "list").returncode == 0  # projections kept, totals counted
+        before = rows(url)
+        rewrite(url, AUTH, 7, b'"input":1000', b'"input":10')  # someone lowers the token count
+        named = "event #7 of module:proj/auth (version 7, TokensUsed) does not match the hash chain"
+        for args in (("verify",), ("verify", "--full"), ("verify", "--session", SID), ("projections", "rebuild")):
+            done = self.run(root, url, *args)
+            assert done.returncode == 1, (args, done.stdout, done.stderr)
+            assert named in done.stderr and "why:" in done.stderr and "fix:" in done.stderr, done.stderr
+        with pytest.raises(ChainBroken, match="version 7, TokensUsed"):
+            start_run(root, url)
+        assert rows(url) == [(s, v, _lowered(b) if (s, v) == (AUTH, 7) else b) for s, v, b in before]  # all kept
+
+    def test_a_rewrite_of_events_verified_before_needs_full(self, root: Path, url: str) -> None:
+        assert self.run(root, url, "verify").returncode == 0
+        rewrite(url, AUTH, 7, b'"input":1000', b'"input":10')
+        quick = self.run(root, url, "verify")
+        assert quick.returncode == 0 and "0 events in 0 streams" in quick.stdout  # incremental: what is new
+        for args in (("verify", "--full"), ("projections", "rebuild")):
+            done = self.run(root, url, *args)
+            assert done.returncode == 1 and "(version 7, TokensUsed)" in done.stderr, (args, done.stderr)
+
+    def test_projection_rows_changed_under_an_intact_chain_fail_the_rebuild_naming_them(
+        self, root: Path, url: str
+    ) -> None:
+        assert self.run(root, url, "projections", "rebuild").returncode == 0
+        with EventStore.open(root, url) as store:
+            views = store.projections
+            views.catch_up()
+            (key, value), *_ = [(k, v) for k, v in views.saved()["tokens"].items() if k.startswith("module:")]
+            store.backend.views.save([("tokens@" + str(_tokens_version()), key, value.replace(b"1000", b"10"))], [])
+        done = self.run(root, url, "projections", "rebuild")
+        assert done.returncode == 1, done.stdout
+        assert "identical to the projections kept incrementally: NO" in done.stdout
+        assert "projection 'tokens' differ" in done.stderr and key in done.stderr
+
+    def test_an_old_store_is_sealed_once_and_verifies(self, tmp_path: Path, url: str) -> None:
+        root = new_project(tmp_path / "old")
+        codec = Codec()
+        with EventStore.open(root, url) as store:
+            event = ev.ProgressReported(progress="written before the chain", project=PROJECT, module="auth")
+            store.backend.events.insert_events(
+                [StoredEvent(AUTH, v, codec.topic(event), codec.encode(event)) for v in (1, 2, 3)]
+            )
+        done = self.run(root, url, "verify", "--full")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("chain intact: 4 events in 2 streams")  # the 3 and the seal's marker
+        assert "events older than the chain sealed on " in done.stdout
+
+
+def _lowered(state: object) -> bytes:
+    return bytes(state).replace(b'"input":1000', b'"input":10')  # type: ignore[arg-type]
+
+
+def _tokens_version() -> int:
+    from events.projections import tokens
+
+    return tokens.PROJECTION.version
+
+
+def start_run(root: Path, url: str) -> None:
+    """`lopen run auth` from the point where the engine takes over (the CLI's own checks need git and
+    credentials): the store opened, the module locked, the journal read — then the check."""
+    from lopen.app.engine import run_module
+    from lopen.config import load_settings
+
+    settings = load_settings(root, env={"LOPEN_STORE__URL": url})
+    run_module(root, "auth", settings, say=lambda _: None)
+
+
+class TestSQLiteVerifyCli(SQLiteBackend, CliContract):
+    pass
+
+
+class TestPostgresVerifyCli(PostgresBackend, CliContract):
+    pass
+
+
+def test_a_run_start_refused_records_nothing(tmp_path: Path) -> None:
+    """The refusal happens before the session opens: the store holds what it held."""
+    root = new_project(tmp_path / "project")
+    with EventStore.open(root) as store:
+        fill(store)
+    db = root / ".lopen" / "store.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE stored_events SET state = replace(state, 'after 3', 'after X') WHERE originator_version = 12"
+        )
+    store, _ = open_store(root)
+    with store:
+        count = store.last_seq()
+    with pytest.raises(ChainBroken, match="version 12, ProgressReported"):
+        start_run(root, "")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM stored_events").fetchone()[0] == count
