@@ -197,7 +197,16 @@ def test_session_list_and_show(project: Path) -> None:
         "problems",
     ]
     assert (shown["id"], shown["phase"], shown["step"], shown["status"]) == ("auth-20261126-3", "building", 6, "paused")
-    assert shown["tokens"] == {"input": 1000, "output": 100, "total": 1100, "premium_requests": 1.0, "invocations": 1}
+    assert shown["tokens"] == {
+        "input": 1000,
+        "output": 100,
+        "total": 1100,
+        "premium_requests": 1.0,
+        "invocations": 1,
+        "cost": "unpriced",  # the test's model has no price
+        "cost_usd": 0.0,
+        "unpriced_calls": 1,
+    }
     assert list(shown["resume"]) == ["step", "component", "task", "last_good_commit"]
     assert shown["resume"]["component"] == "tokens" and shown["problems"] == []
     (component,) = shown["components"]

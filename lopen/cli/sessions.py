@@ -257,6 +257,7 @@ def log(
     calls, oracle verdicts with their findings, status changes and commits."""
     from lopen.app.queries import task_owner
     from lopen.app.views import replay as rp
+    from lopen.term import number, plural
 
     with _store() as store:
         views = store.projections
@@ -274,8 +275,9 @@ def log(
         if spent is not None:  # the task's spend across sessions, its oracle checks included
             _write(
                 [
-                    f"spent: {spent.total:,} tokens, {spent.premium:g} premium requests, {spent.money} "
-                    f"in {spent.calls:,} model calls\n".encode()
+                    f"spent: {plural(spent.total, 'token')}, {number(spent.premium)} premium "
+                    f"request{'' if spent.premium == 1 else 's'}, {spent.money} "
+                    f"in {plural(spent.calls, 'model call')}\n".encode()
                 ]
             )
 
