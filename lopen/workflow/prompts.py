@@ -113,6 +113,11 @@ def system_message(ctx: PromptContext) -> str:
         ROLE,
         f"## Where the workflow stands\nModule {ctx.module}; phase {phase_of(ctx.step).value}; "
         f"step {ctx.step}/7 ({STEP_NAMES[ctx.step]})"
+        + (
+            "; researching what the specification's References name, before planning"
+            if ctx.kind is Kind.RESEARCH
+            else ""
+        )
         + (f"; component {ctx.component}" if ctx.component else "")
         + (f"; task {ctx.task}" if ctx.task else "")
         + ".",
