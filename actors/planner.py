@@ -84,6 +84,8 @@ class PlannerActor(Reports, pykka.ThreadingActor):
                 notes=tuple(ev.ResearchNote(topic=d.slug, title=d.title, summary=d.summary) for d in docs),
             )
         )
+        if docs and self.git is not None:
+            self.git.commit_research().get()  # on the branch: every later worktree, a lane's too, has them
         found = ", ".join(d.slug for d in docs) if docs else "no research notes"
         return StepOutcome(ok=True, detail=f"researched {plural(len(assessment.topics), 'topic')}: {found}")
 

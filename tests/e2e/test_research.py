@@ -93,6 +93,10 @@ def test_references_get_one_research_invocation_on_the_research_model_cited_by_p
     steps = [(e.step, e.why) for e in told.of(ev.StepEntered)]
     assert steps[0] == (2, "the specification names 2 topics to research before planning")
     assert steps[1] == (2, "no components recorded yet")  # the phase change: research, then planning
+    note = git(root, "show", f"lopen/{MODULE}:docs/requirements/{MODULE}/RESEARCH-unicode-nfkd.md")
+    assert note == NOTE  # committed on the module's branch: every later worktree, a lane's too, starts with it
+    assert "unicode-nfkd" in git(root, "show", f"lopen/{MODULE}:docs/requirements/{MODULE}/RESEARCH.md")
+    assert git(root, "log", "-1", "--format=%s", f"lopen/{MODULE}") == f"docs({MODULE}): research notes"
     headless = "\n".join(ran.lines)
     assert (
         "  ✓ research on 2 topics: 1 note for planning and the tasks\n"
@@ -139,11 +143,16 @@ def test_a_resumed_run_does_not_research_again(tmp_path, cli_path, scripted):
     assert server.uses("research") == 2  # one invocation: its two turns
     before = len(server.chat_requests)
 
-    second = run_here(root, server, cli_path, SETTINGS, stop_before="building")
+    second = run_here(root, server, cli_path, SETTINGS)  # resumed: plans, builds, verifies
 
     assert second.code == 0, "\n".join(second.lines)
     later = server.chat_requests[before:]
     assert later and not any(about(r, kind="research") for r in later)
     assert any(about(r, kind="planning") for r in later)
-    told = story(root)  # one session, resumed
+    tasks = [r for r in later if about(r, kind="task")]
+    assert tasks and all("- unicode-nfkd: Unicode NFKD\n" in user(r) for r in tasks)  # every task cites the note
+    told = story(root)  # one session, resumed, complete
+    assert told.status == "completed"
     assert len(told.invocations(kind="research")) == 1 and len(told.of(ev.ResearchCompleted)) == 1
+    commits = git(root, "log", "--format=%s", f"main..lopen/{MODULE}").splitlines()
+    assert commits[-1] == f"docs({MODULE}): research notes" and len(commits) == 4  # the notes first, then 3 tasks
