@@ -3,7 +3,9 @@
 Each ``assess()`` folds in what other writers appended (a pause asked for over MCP, a queued
 message), checks the spec against its
 approval (an unapproved edit stops the run; an approved change is drift and re-enters planning),
-and answers with ``lopen.workflow.decide.assess`` — a pure function of the one fold.
+and answers with ``lopen.workflow.decide.assess`` — a pure function of the one fold and of the topics
+the approved spec's References name (read in the user's checkout: research comes before planning when
+some were never researched).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import pykka
 
 from actors.messages import Assessment, Stop
 from events.journal import Journal
+from lopen.documents import DocumentError, load_spec
+from lopen.documents.references import research_topics
 from lopen.git import Worktree
 from lopen.workflow.decide import assess
 from lopen.workflow.spec_watch import SpecWatcher
@@ -39,4 +43,13 @@ class AssessorActor(pykka.ThreadingActor):
             )
         if status.drift is not None:
             self.journal.record(*self.watcher.drift_events(status.drift))
-        return self.journal.read(assess)
+        topics = self._topics()
+        return self.journal.read(lambda state: assess(state, topics))
+
+    def _topics(self) -> tuple[str, ...]:
+        """The topics the approved spec's References name (the checkout's spec, which the watcher has just
+        found to be the approved one)."""
+        try:
+            return research_topics(load_spec(self.watcher.root, self.journal.module)[1])
+        except DocumentError:
+            return ()

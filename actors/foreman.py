@@ -156,6 +156,7 @@ class ForemanActor(pykka.ThreadingActor):
         self.done: pykka.Future[Any] | None = None
         self.mode = ""  # "", "place" (a step on the module branch), "lanes", "ended"
         self.last_step = 0  # the step last entered on the module branch
+        self.researching = False  # that step was entered for research (step 2 is entered again to plan)
         self.pending: tuple[Assessment, GuardDecision] | None = None  # the turn that handed the module to lanes
         self.ticker: pykka.ActorRef[Any] | None = None
         self.halt = threading.Event()  # cuts the ticker's wait short when the run ends
@@ -264,17 +265,21 @@ class ForemanActor(pykka.ThreadingActor):
         return self._dispatch(assessment, guard)
 
     def _dispatch(self, assessment: Assessment, guard: GuardDecision) -> None:
-        if assessment.step != self.last_step:
+        researching = assessment.kind == Kind.RESEARCH.value
+        if assessment.step != self.last_step or researching != self.researching:
             if self.last_step == 6 and assessment.step == 4:
                 self._enter(7, "components remain")
-            self._enter(assessment.step, assessment.why)
-            self.last_step = assessment.step
+            self._enter(assessment.step, assessment.why)  # research, then planning, each enter step 2
+            self.last_step, self.researching = assessment.step, researching
         self.pending = (assessment, guard)
         notes: tuple[str, ...] = ()  # the invoker adds what the history holds for the next invocation
         hint = guard.budget_hint
         self.tally.add()
         kind = Kind(assessment.kind)
         me = self.actor_ref
+        if kind is Kind.RESEARCH:
+            hand(self.planner, STEP, "research", assessment, hint, notes, reply_to=me)
+            return
         if kind is Kind.PLANNING:
             if self.parallelism > 1:  # the prompt says how many components are built at once
                 hand(self.planner, STEP, "plan", assessment, hint, notes, parallel=self.parallelism, reply_to=me)

@@ -263,6 +263,44 @@ class GitActor(pykka.ThreadingActor):
             self._publish()
             return
 
+    def commit_research(self) -> str:
+        """Commit the module's research notes and their index (``RESEARCH*.md`` next to the spec, as the
+        model wrote them in the worktree) onto the branch when its copies differ —
+        ``docs(<module>): research notes`` — so every later worktree (a lane's too) starts with them.
+        Returns the commit's sha ("" when nothing differed, or another writer moved the history first:
+        the notes then go with the next verified task, as any file the model leaves)."""
+        module = self.journal.module
+        folder = self.worktree.path / "docs" / "requirements" / module
+        files = {
+            p.relative_to(self.worktree.path).as_posix(): p.read_bytes() for p in sorted(folder.glob("RESEARCH*.md"))
+        }
+        self.journal.refresh()
+        parent = self.journal.read(lambda s: s.tip or s.branch_base)
+        changed = {
+            relative: content for relative, content in files.items() if self.worktree.show(parent, relative) != content
+        }
+        if not changed:
+            return ""
+        if self.worktree.tip() != parent:
+            self._follow_to(parent)
+        message = f"docs({module}): research notes"
+        sha = self.worktree.commit_files(changed, parent, message)
+        try:
+            self.journal.record(
+                ev.CommitRecorded(
+                    sha=sha,
+                    message=message,
+                    tree=self.worktree.tree_of(sha),
+                    parent=parent,
+                    branch=self.worktree.branch,
+                )
+            )
+        except Contradiction:
+            self.worktree.move_branch(parent)
+            return ""
+        self._publish()
+        return sha
+
     def _follow_to(self, expected: str) -> None:
         """The local branch is behind the history (another clone's commits, fetched): bring it forward."""
         local = self.worktree.tip()

@@ -1,6 +1,7 @@
 """The Planner (steps 2–5): one planning invocation that records dependencies, components,
-the selected component and its tasks (only steps 4–5 when looping back from step 7). With the module's
-Git actor, git's own files and HEAD in the module's worktree are checked before and after it."""
+the selected component and its tasks (only steps 4–5 when looping back from step 7) — and, before the
+first planning, one research invocation when the spec's References name topics (W9). With the module's
+Git actor, git's own files and HEAD in the module's worktree are checked before and after each."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pykka
 
 from actors.jobs import Reports
 from actors.messages import Assessment, StepOutcome
+from events import catalogue as ev
 from events.fold import ModuleState
 from events.journal import Journal
+from lopen.documents.research import list_research
 from lopen.text import plural
 from lopen.workflow.decide import assess
 from lopen.workflow.invoke import Invoker
@@ -60,6 +63,31 @@ class PlannerActor(Reports, pykka.ThreadingActor):
             return StepOutcome(ok=True, detail=f"planned {selected.slug}: {plural(n, 'task')}{done}")
 
         return self.journal.read(result)
+
+    def research(self, assessment: Assessment, budget_hint: str, notes: tuple[str, ...]) -> StepOutcome:
+        """One research invocation on the topics ``assessment`` names (the research model, read-only tools
+        and ``log_research``). When it ends well ``ResearchCompleted`` records the topics — never researched
+        again — and the research documents the module has now, which later prompts cite; a model that
+        logged nothing still ends the research (it found nothing worth a note)."""
+        self._check_git()
+        outcome = self.invoker.invoke(
+            Kind.RESEARCH, assessment.step, budget_hint=budget_hint, notes=notes, topics=assessment.topics
+        )
+        self._check_git()
+        if not outcome.ok:
+            return StepOutcome(ok=False, detail=outcome.detail, error_kind=outcome.error_kind)
+        docs = list_research(self.invoker.workdir, self.journal.module)
+        self.journal.record(
+            ev.ResearchCompleted(
+                invocation_id=outcome.invocation_id,
+                topics=assessment.topics,
+                notes=tuple(ev.ResearchNote(topic=d.slug, title=d.title, summary=d.summary) for d in docs),
+            )
+        )
+        if docs and self.git is not None:
+            self.git.commit_research().get()  # on the branch: every later worktree, a lane's too, has them
+        found = ", ".join(d.slug for d in docs) if docs else "no research notes"
+        return StepOutcome(ok=True, detail=f"researched {plural(len(assessment.topics), 'topic')}: {found}")
 
     def _check_git(self) -> None:
         """git's own files and HEAD in the module's worktree as Lopen left them (``GitActor.check``)."""

@@ -53,6 +53,15 @@ class Dependency(Item, kw_only=True):
     reason: str = ""
 
 
+class ResearchNote(Item, kw_only=True):
+    """One research document as a prompt cites it: its topic slug (``read_research``'s id), title and
+    first line."""
+
+    topic: str
+    title: str = ""
+    summary: str = ""
+
+
 class ComponentSpec(Item, kw_only=True):
     name: str
     description: str = ""
@@ -158,6 +167,16 @@ class SpecDriftDetected(Event, kw_only=True):
 class ResearchLogged(Event, kw_only=True):
     topic: str
     path: str = ""
+
+
+class ResearchCompleted(Event, kw_only=True):
+    """The research before planning ended (W9): the spec's topics it was given — researched now, never
+    again for this module — and the research documents the module has after it, cited by later prompts
+    and shown at the phase change."""
+
+    invocation_id: str = ""
+    topics: tuple[str, ...] = ()
+    notes: tuple[ResearchNote, ...] = ()
 
 
 # -- the loop ---------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ Where an event's meaning lives: each concern of the state is a module of ``event
 per event type, its check beside its effect (a ``Rule``) — ``plan`` (components, tasks, selection),
 ``approval`` (approval, baseline, re-planning), ``scopes`` (scopes, verdicts, evidence), ``git``
 (branches, lanes, commits, merges), ``claims``, ``sessions``, ``invocations``, ``messages`` (queued
-messages, notes, pause requests). ``DISPATCH`` composes them, keyed by event type; this module keeps
-the state's fields and its queries.
+messages, notes, pause requests), ``research`` (the References topics researched). ``DISPATCH``
+composes them, keyed by event type; this module keeps the state's fields and its queries.
 
 The fold is plain msgspec data, so a projection can store it as a row and the run can start from
 that row instead of from event #1.
@@ -34,7 +34,7 @@ from __future__ import annotations
 import msgspec
 
 from events import catalogue as ev
-from events.folds import approval, claims, git, invocations, messages, plan, scopes, sessions
+from events.folds import approval, claims, git, invocations, messages, plan, research, scopes, sessions
 from events.folds.approval import Approval
 from events.folds.claims import MODULE_ITEM, PLAN_ITEM, RESERVED_ITEMS, Claim
 from events.folds.git import Lane
@@ -83,6 +83,7 @@ DISPATCH = compose(
     claims.RULES,
     invocations.RULES,
     messages.RULES,
+    research.RULES,
 )
 """Every event's checks and effects, by type, from the concerns in ``events.folds``."""
 
@@ -122,6 +123,7 @@ class ModuleState(msgspec.Struct, kw_only=True):
     task_numbers: dict[str, int] = {}  # component slug → the highest task number ever given (never reused)
     claims: dict[str, Claim] = {}  # component slug (or :plan, :module) → who holds it, until when
     lanes: dict[str, Lane] = {}  # component slug → its own branch (parallel work)
+    researched: list[str] = []  # the spec's References topics a research invocation was given
     problems: list[str] = []  # events skipped because they contradicted the state
 
     # -- folding -------------------------------------------------------------------------------

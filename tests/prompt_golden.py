@@ -39,6 +39,17 @@ EXAMPLES: dict[Kind, PromptContext] = {
         budget_hint="Budget so far for this module: 74,138 tokens, 1 premium request.",
     ),
     Kind.SPEC: PromptContext(module=MODULE, kind=Kind.SPEC, step=1, context_text="(the specification pattern)"),
+    Kind.RESEARCH: PromptContext(
+        module=MODULE,
+        kind=Kind.RESEARCH,
+        step=2,
+        topics=(
+            "[Unicode Standard Annex #15](https://unicode.org/reports/tr15/) — what NFKD does",
+            "Python's `unicodedata` module",
+        ),
+        context_text="(the References, Overview, the notes so far, Dependencies, Notes)",
+        workdir="/project/.lopen/worktrees/slugify",
+    ),
 }
 
 
@@ -156,7 +167,7 @@ def oracle_module_path() -> Path:
     return GOLDEN / f"{ORACLE_MODULE}.txt"
 
 
-KINDS = (Kind.PLANNING, Kind.TASK, Kind.SPEC, Kind.ORACLE)
+KINDS = (Kind.PLANNING, Kind.TASK, Kind.SPEC, Kind.RESEARCH, Kind.ORACLE)
 
 
 def path(kind: Kind) -> Path:

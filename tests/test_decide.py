@@ -61,6 +61,31 @@ def test_no_plan_starts_at_step_2() -> None:
     assert "no components" in found.why
 
 
+TOPICS = ("[RFC 6749](https://www.rfc-editor.org/rfc/rfc6749)", "JWT signing key rotation")
+
+
+def test_topics_to_research_come_before_the_first_planning() -> None:
+    found = assess(folded(), TOPICS)
+    assert (found.step, found.kind, found.topics) == (2, "research", TOPICS)
+    assert found.why == "the specification names 2 topics to research before planning"
+    assert assess(folded(), ()).kind == "planning"  # no topics: no research
+
+
+def test_researched_topics_are_never_researched_again_only_new_ones() -> None:
+    state = folded(ev.ResearchCompleted(invocation_id="research-1", topics=TOPICS[:1]))
+    assert assess(state, TOPICS).topics == TOPICS[1:]
+    state.apply(ev.ResearchCompleted(invocation_id="research-2", topics=TOPICS[1:]))
+    assert assess(state, TOPICS).kind == "planning"  # a resumed run goes straight to planning
+
+
+def test_a_planned_module_is_not_held_up_by_research_unless_it_is_re_planned_from_step_2() -> None:
+    assert assess(folded(TWO), TOPICS).kind == "planning"
+    criteria = ev.SpecDriftDetected(changed_sections=("Acceptance Criteria",), reentry_step=3)
+    assert assess(folded(TWO, criteria), TOPICS).kind == "planning"
+    dependencies = ev.SpecDriftDetected(changed_sections=("Dependencies",), reentry_step=2)
+    assert assess(folded(TWO, dependencies), TOPICS).kind == "research"
+
+
 def test_a_replan_request_re_enters_planning_at_its_step_whatever_the_progress() -> None:
     state = folded(TWO, *done("store"), ev.ReplanRequested(step=2, requested_by="Ann", reason="new idea"))
     found = assess(state)

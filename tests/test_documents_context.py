@@ -107,6 +107,16 @@ def test_cited_research_is_included(root: Path) -> None:
     assert "RESEARCH-key-rotation.md" in ctx.sections_sent
     assert "Rotate EdDSA keys yearly with overlap." in ctx.text
     assert "Nothing to see." not in ctx.text
+    assert "research index" in ctx.sections_sent  # every note is cited by its topic and title
+    assert "- unrelated: unrelated\n" in ctx.text
+
+
+def test_research_context_leads_with_the_references_and_the_notes_so_far(root: Path) -> None:
+    write_research(root, "auth", "key rotation", "# Key rotation\n\nRotate EdDSA keys yearly.")
+    ctx = assemble_context(root, "auth", "research")
+    assert ctx.sections_sent[:3] == ["References", "Overview", "research index"]
+    assert "- key-rotation: Key rotation — Rotate EdDSA keys yearly." in ctx.text
+    assert "[AUTH-01]" not in ctx.text  # research is not planning: the criteria stay a read_spec away
 
 
 def test_planning_context(root: Path) -> None:

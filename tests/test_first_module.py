@@ -201,7 +201,7 @@ def doc_script(with_engine: bool) -> str:
 
 
 def follow(tmp_path: Path, with_engine: bool) -> tuple[subprocess.CompletedProcess[str], Path]:
-    env = clean_env(tmp_path / "home")
+    env = clean_env(tmp_path / "home", PYTHONPATH=str(REPO))  # the Lopen beside this page, whatever the venv has
     child = subprocess.Popen(
         ["bash", "-c", doc_script(with_engine)],
         cwd=tmp_path,
@@ -248,6 +248,8 @@ def test_the_playbook_page_to_a_complete_run(tmp_path: Path, cli_path: str) -> N
     done, root = follow(tmp_path, with_engine=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "CommitRecorded" in done.stdout and "REJECTED" not in done.stdout
+    assert "✓ research on 1 topic: 1 note for planning and the tasks" in done.stdout  # the References' topic
+    assert "ResearchCompleted" in done.stdout  # and its story in `lopen replay`
     commits = subprocess.run(
         ["git", "log", "--format=%s", "main..lopen/greet"], cwd=root, capture_output=True, text=True, check=True
     ).stdout.splitlines()

@@ -13,13 +13,13 @@ import pytest
 
 from events import catalogue as ev
 from events.fold import DISPATCH, FOLDED, ModuleState, scope_key
-from events.folds import approval, claims, git, invocations, messages, plan, scopes, sessions
+from events.folds import approval, claims, git, invocations, messages, plan, research, scopes, sessions
 from events.folds.rules import Rule, compose
 from events.folds.sessions import STATUS, SessionNode, status_after
 from events.folds.tokens import TokenTotals
 
 ROOT = Path(__file__).resolve().parent.parent
-CONCERNS = (sessions, approval, plan, scopes, git, claims, invocations, messages)
+CONCERNS = (sessions, approval, plan, scopes, git, claims, invocations, messages, research)
 TOKEN_FIELDS = {"input", "output", "cache_read", "cache_write", "premium"}
 
 # -- tokens ----------------------------------------------------------------------------------------

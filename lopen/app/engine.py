@@ -229,6 +229,7 @@ def open_session(
     models = {
         "building": settings.models.building,
         "planning": settings.models.planning,
+        "research": settings.models.research,
         "oracle": settings.models.oracle,
     }
     return journal.open_session(

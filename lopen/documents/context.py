@@ -5,12 +5,16 @@ What each kind of invocation gets, by priority (0 = most important):
 - ``spec`` (step 1): the spec-check gaps (or, with no spec yet, the pattern to write) 0; the title
   and front matter, Overview 1; Acceptance Criteria, Dependencies 2; other top-level sections,
   the research index 3; Notes, References 4.
+- ``research`` (before step 2): References 0; Overview, the research index (notes already written)
+  1; Dependencies, Notes 2; the list of other sections 3.
 - ``planning`` (steps 2–5): Overview, the list of other sections 1; Acceptance Criteria,
-  Dependencies 2; sections about components 3; Notes, the research index 4.
+  Dependencies, the research index (every research note by topic and title) 2; sections about
+  components 3; Notes 4.
 - ``task`` (step 6): the task text 0 (never cut); the acceptance criteria the task concerns 1
   (those whose ids it cites; else those naming the component or sharing enough keywords with it;
   else all), followed by the ids of the others; sections whose heading names the component,
-  whole 2; research documents the task cites 3 (by file name, slug or title); passages of other
+  whole 2; research documents the task cites 3 (by file name, slug or title), then the research
+  index (every research note by topic and title, without its first line) 3; passages of other
   sections — paragraphs, list items, code blocks — that name the component or share enough
   keywords with the task, the best eight 4; the list of the sections not sent 5. "Enough
   keywords" is 2 to 4 (a fifth of the task's keywords: its words of four letters or more, minus
@@ -47,8 +51,8 @@ from lopen.documents.section_cache import SectionCache, load_spec
 from lopen.documents.sections import Document, Section, block_tokens, normalize_title
 from lopen.documents.spec_check import FRONT_MATTER_EXAMPLE, REQUIRED_SECTIONS, check_spec
 
-Kind = Literal["spec", "planning", "task", "module-verification", "oracle"]
-KINDS: tuple[str, ...] = ("spec", "planning", "task", "module-verification", "oracle")
+Kind = Literal["spec", "research", "planning", "task", "module-verification", "oracle"]
+KINDS: tuple[str, ...] = ("spec", "research", "planning", "task", "module-verification", "oracle")
 DEFAULT_BUDGET_TOKENS = 24_000
 _PASSAGES = 8
 _USEFUL_HEAD_CHARS = 4000  # a truncated piece keeps its head when this much, or a fifth of it, fits
@@ -164,10 +168,14 @@ class _Builder:
             )
         )
 
-    def research_index(self, priority: int) -> None:
+    def research_index(self, priority: int, *, summaries: bool = True) -> None:
+        """Every research note by topic (``read_research``'s id) and title, with its first line unless
+        ``summaries`` is false (a task's context: the notes it cites come whole, the others by title)."""
         docs = list_research(self.root, self.module)
         if docs:
-            body = "\n".join(f"- {d.slug}: {d.title}" + (f" — {d.summary}" if d.summary else "") for d in docs)
+            body = "\n".join(
+                f"- {d.slug}: {d.title}" + (f" — {d.summary}" if summaries and d.summary else "") for d in docs
+            )
             label = f"research documents (read one with read_research({json.dumps(self.module)}, <topic>))"
             self.add(_Piece(name="research index", label=label, body=body, priority=priority))
 
@@ -368,16 +376,23 @@ def assemble_context(
     b = _Builder(root, module, doc)
     if kind == "spec":
         _spec_pieces(b)
+    elif kind == "research":
+        b.named("References", 0)
+        b.named("Overview", 1)
+        b.research_index(1)
+        b.named("Dependencies", 2)
+        b.named("Notes", 2)
+        b.contents(3)
     elif kind == "planning":
         b.named("Overview", 1)
         b.named(ACCEPTANCE_CRITERIA, 2)
         b.named("Dependencies", 2)
+        b.research_index(2)
         for section in b.spec.top_level():
             if "component" in normalize_title(section.title):
                 b.section(section, 3)
         b.named("Notes", 4)
         b.contents(1)
-        b.research_index(4)
     elif kind == "task" and task:
         pattern = _phrase_pattern(component) if component else None
         wanted = _keywords(task)
@@ -385,6 +400,7 @@ def assemble_context(
         b.criteria(task, pattern, wanted, 1)
         b.component_sections(pattern, 2)
         b.cited_research(task, 3)
+        b.research_index(3, summaries=False)
         b.passages(pattern, wanted, 4)
         b.contents(5)
     elif kind == "module-verification":

@@ -464,6 +464,11 @@ class Worktree:
     def commit_file(self, relative: str, content: bytes, parent: str, message: str) -> str:
         """Commit ``content`` at ``relative`` on top of ``parent`` (nothing else changes), move the branch
         to it and put the file in the worktree; return the new commit's sha."""
+        return self.commit_files({relative: content}, parent, message)
+
+    def commit_files(self, files: dict[str, bytes], parent: str, message: str) -> str:
+        """Commit each file's content at its relative path on top of ``parent`` (nothing else changes),
+        move the branch to it and put the files in the worktree; return the new commit's sha."""
         fd, index = tempfile.mkstemp(prefix="lopen-index-")
         os.close(fd)
         os.unlink(index)
@@ -471,18 +476,20 @@ class Worktree:
         try:
             if parent:
                 self._git("read-tree", parent, env=env)
-            blob = self._git_bytes("hash-object", "-w", "--stdin", input=content).decode().strip()
-            self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{relative}", env=env)
+            for relative, content in files.items():
+                blob = self._git_bytes("hash-object", "-w", "--stdin", input=content).decode().strip()
+                self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{relative}", env=env)
             tree = self._git("write-tree", env=env)
         finally:
             for leftover in (index, f"{index}.lock"):
                 if os.path.exists(leftover):
                     os.unlink(leftover)
         sha = self.commit(tree, parent, message)
-        target = self.path / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-        self._git("reset", "-q", "--", relative)
+        for relative, content in files.items():
+            target = self.path / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        self._git("reset", "-q", "--", *files)
         return sha
 
     def show(self, commit: str, relative: str) -> bytes | None:

@@ -35,6 +35,7 @@ from events.projections import tokens as token_projection
 from events.projections.base import Table
 from events.recorded import Recorded
 from lopen.app.views.live import LIFECYCLE, ModuleState, TaskNode, TokenTotals
+from lopen.app.views.replay import research_lines
 from lopen.copilot import results as stream
 from lopen.text import plural
 from lopen.tui.contract import HeaderInfo
@@ -292,6 +293,9 @@ class ScreenState:
                 )
             case ev.StepEntered():
                 add("notice", title=f"Step {event.step}/7 {STEP_NAMES.get(event.step, '')}", detail=event.why)
+            case ev.ResearchCompleted():
+                head, *notes = research_lines(event)
+                add("notice", title=head, detail="\n".join(notes), level="ok" if notes else "info")
             case ev.InvocationStarted() if event.kind != "oracle":
                 what = event.task or event.component or event.kind
                 add("notice", title=f"invocation: {what}", detail=event.model, level="info")

@@ -8,11 +8,13 @@ next action; ``after(outcome, …)`` says what an invocation's outcome means for
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
 
 from events.fold import ModuleState
+from lopen.text import plural
 from lopen.workflow.steps import Kind, phase_of
 
 COMPLETE = "complete"
@@ -27,14 +29,24 @@ class Assessment(msgspec.Struct, frozen=True):
     component: str = ""
     task: str = ""
     last_task_of_component: bool = False
+    topics: tuple[str, ...] = ()  # research: the spec's References topics not researched yet
 
     @property
     def complete(self) -> bool:
         return self.kind == COMPLETE
 
 
-def assess(state: ModuleState) -> Assessment:
-    """The next step for the module whose history folded into ``state``."""
+def assess(state: ModuleState, topics: Sequence[str] = ()) -> Assessment:
+    """The next step for the module whose history folded into ``state``; ``topics``: what the approved
+    spec's References name (``lopen.documents.references.research_topics``), researched before planning."""
+    due = research_due(state, topics)
+    if due:
+        return Assessment(
+            step=2,
+            kind=Kind.RESEARCH.value,
+            topics=due,
+            why=f"the specification names {plural(len(due), 'topic')} to research before planning",
+        )
     if state.replan_from:
         return Assessment(step=state.replan_from, kind=Kind.PLANNING.value, why=state.replan_why or "re-planning")
     if not state.planned:
@@ -71,6 +83,17 @@ def assess(state: ModuleState) -> Assessment:
         component=selected.slug,
         why=f"all tasks of {selected.slug} are complete; the component is not verified yet",
     )
+
+
+def research_due(state: ModuleState, topics: Sequence[str]) -> tuple[str, ...]:
+    """The topics to research now: named by the spec, never given to a research invocation of this module
+    (``ModuleState.researched``), and the plan is about to be made from step 2 (a new module, or a re-plan
+    from its dependencies). Idempotent across resumes: once researched, a topic is not researched again; a
+    module planned before (or a re-plan from step 3 on) gets no research."""
+    if state.planned and state.replan_from != 2:
+        return ()
+    done = set(state.researched)
+    return tuple(t for t in dict.fromkeys(topics) if t not in done)
 
 
 def first_open_task(state: ModuleState, slug: str) -> Assessment | None:

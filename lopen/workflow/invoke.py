@@ -50,13 +50,14 @@ from lopen.workflow.evidence import VERIFY_TESTS, hooks
 from lopen.workflow.models import premium_for_call
 from lopen.workflow.prices import call_cost, price_of, prices
 from lopen.workflow.prompts import GUIDANCE, PromptContext, system_message, user_prompt
-from lopen.workflow.steps import CLI_TOOLS, Kind, phase_of, toolset
+from lopen.workflow.steps import CLI_TOOLS, URL_TOOL, Kind, phase_of, toolset
 
 RESULT_SUMMARY = 300
 # The document context each kind of invocation gets (lopen.documents.context): a component's
 # verification reads like the oracle's — its acceptance criteria, its sections and the hooks.
 CONTEXT_KINDS: dict[Kind, ContextKind] = {
     Kind.SPEC: "spec",
+    Kind.RESEARCH: "research",
     Kind.PLANNING: "planning",
     Kind.TASK: "task",
     Kind.COMPONENT_VERIFICATION: "oracle",
@@ -130,6 +131,7 @@ class Invoker:
         models = self.settings.models
         primary = {
             Kind.SPEC: models.requirement_gathering,
+            Kind.RESEARCH: models.research,
             Kind.PLANNING: models.planning,
             Kind.ORACLE: models.oracle,
         }.get(kind, models.building)
@@ -150,6 +152,7 @@ class Invoker:
         budget_hint: str = "",
         ask_user: Callable[[str], str] | None = None,
         parallel: int = 1,
+        topics: tuple[str, ...] = (),
     ) -> Outcome:
         """Run one invocation. Its prompt carries the corrective instructions and the person's queued
         messages the history holds for the next invocation (each delivered once: recorded with this
@@ -180,6 +183,7 @@ class Invoker:
             tools=names,
             budget_hint=budget_hint,
             notes=notes,
+            topics=topics,
             parallel=parallel,
             workdir=str(self.workdir),
             branch=self._branch(component),
@@ -190,7 +194,7 @@ class Invoker:
         )
         cli_tools: tuple[str, ...] | None = None
         if builder:
-            cli_tools = (*CLI_TOOLS[kind], *(("ask_user",) if ask_user is not None else ()))
+            cli_tools = (*self._cli_tools(kind), *(("ask_user",) if ask_user is not None else ()))
         request = InvocationRequest(
             models=self.models_for(kind),
             prompt=user_prompt(prompt_ctx),
@@ -241,6 +245,14 @@ class Invoker:
             error_kind=result.error.kind.value if result.error else "",
             invocation_id=invocation_id,
         )
+
+    def _cli_tools(self, kind: Kind) -> tuple[str, ...]:
+        """The CLI's own tools for ``kind``; its URL tool only when ``sandbox.allow_urls`` names a host the
+        model may fetch (else every fetch would be refused: no point offering it)."""
+        tools = CLI_TOOLS[kind]
+        if self.settings.sandbox.allow_urls:
+            return tools
+        return tuple(t for t in tools if t != URL_TOOL)
 
     def _budget(self, task: str) -> Callable[[], str] | None:
         """The check the gateway makes after each model call: the figures of the first budget reached."""

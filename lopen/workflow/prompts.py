@@ -24,6 +24,15 @@ INSTRUCTIONS: dict[Kind, str] = {
         "checkbox list with ids like [MOD-01], Dependencies, Skills & Hooks (verify-tests etc.), Notes, "
         "References. Record anything you had to research with log_research. Do not write code."
     ),
+    Kind.RESEARCH: (
+        "Research, before planning (step 2). The specification's References name the topics below. For "
+        "each one, find out what building {module} needs to know — read the specification, the project's "
+        "code and what the reference says; fetch a URL only if your tools allow it — and record your "
+        "findings with log_research(module, topic, content): a '# ' title, then the facts, decisions and "
+        "pitfalls that matter here, with their sources. One note per topic (closely related topics may "
+        "share one). Planning and every task get the list of your notes by topic and title and read them "
+        "with read_research. Do not write code and do not plan in this invocation."
+    ),
     Kind.PLANNING: (
         "Planning (steps {steps}). {planning_steps} Every task's acceptance items cite the ids of the "
         'specification\'s criteria they prove, e.g. "[MOD-03] an expired token is refused": the reviewer '
@@ -81,6 +90,7 @@ class PromptContext(msgspec.Struct, frozen=True):
     tools: tuple[str, ...] = ()
     budget_hint: str = ""
     notes: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()  # research: the topics the spec's References name, not researched yet
     commit_convention: str = "feat({module}): <task> in <component>"
     parallel: int = 1  # components built at once (workflow.parallelism)
     workdir: str = ""  # the worktree the model works in (its cwd)
@@ -103,6 +113,11 @@ def system_message(ctx: PromptContext) -> str:
         ROLE,
         f"## Where the workflow stands\nModule {ctx.module}; phase {phase_of(ctx.step).value}; "
         f"step {ctx.step}/7 ({STEP_NAMES[ctx.step]})"
+        + (
+            "; researching what the specification's References name, before planning"
+            if ctx.kind is Kind.RESEARCH
+            else ""
+        )
         + (f"; component {ctx.component}" if ctx.component else "")
         + (f"; task {ctx.task}" if ctx.task else "")
         + ".",
@@ -160,6 +175,8 @@ def user_prompt(ctx: PromptContext) -> str:
     if ctx.kind is Kind.TASK and ctx.last_task:
         instruction += LAST_TASK.format(component=ctx.component)
     parts = [header(ctx), instruction]
+    if ctx.topics:
+        parts.append("## Topics to research\n" + "\n".join(f"- {t}" for t in ctx.topics))
     if ctx.task_text:
         parts.append("## The task\n" + ctx.task_text)
     if ctx.context_text:

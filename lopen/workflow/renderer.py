@@ -1,4 +1,5 @@
-"""Headless output (X4): one line per verdict, refusal, commit, fallback and warning, as recorded."""
+"""Headless output (X4): one line per verdict, refusal, commit, fallback and warning, as recorded — and
+the research notes at the change from research to planning (W9), one line each."""
 
 from __future__ import annotations
 
@@ -6,6 +7,17 @@ from collections.abc import Callable
 
 from events import catalogue as ev
 from events.recorded import Recorded
+from lopen.text import plural
+
+
+def research_lines(event: ev.ResearchCompleted) -> list[str]:
+    """The research summary shown at the phase change: how much was researched, then each note by its
+    topic (``read_research``'s id), title and first line."""
+    head = f"research on {plural(len(event.topics), 'topic')}: " + (
+        f"{plural(len(event.notes), 'note')} for planning and the tasks" if event.notes else "no notes recorded"
+    )
+    notes = [f"{n.topic}: {n.title}" + (f" — {n.summary}" if n.summary else "") for n in event.notes]
+    return [head, *notes]
 
 
 def line_for(event: ev.Event) -> str | None:
@@ -24,6 +36,9 @@ def line_for(event: ev.Event) -> str | None:
             return f"  ! spec changed: {', '.join(sections)}"
         case ev.PermissionDecided() if not event.allowed:
             return f"  ! refused {event.kind} {event.target}: {event.reason}"
+        case ev.ResearchCompleted():
+            head, *notes = research_lines(event)
+            return "\n".join([f"  ✓ {head}", *(f"    - {note}" for note in notes)])
         case ev.CommitRecorded() if event.task_id:
             return f"  ✓ committed {event.task_id} as {event.sha[:8]} on {event.branch}"
     return None

@@ -35,6 +35,7 @@ class Kind(StrEnum):
     """What one invocation is for; the scripted model and the tool sets key on it."""
 
     SPEC = "spec"
+    RESEARCH = "research"  # before planning (step 2), when the spec's References name topics
     PLANNING = "planning"
     TASK = "task"
     COMPONENT_VERIFICATION = "component-verification"
@@ -46,6 +47,7 @@ READ_TOOLS = ("get_current_context", "read_spec", "read_research", "read_plan")
 
 TOOLSETS: dict[Kind, tuple[str, ...]] = {
     Kind.SPEC: ("get_current_context", "read_research", "log_research", "report_progress"),
+    Kind.RESEARCH: (*READ_TOOLS, "log_research", "report_progress"),
     Kind.PLANNING: (
         *READ_TOOLS,
         "log_research",
@@ -63,12 +65,14 @@ TOOLSETS: dict[Kind, tuple[str, ...]] = {
 
 
 # The Copilot CLI's own tools each kind is offered (copilot.builder_prompt): reading for planning and
-# verification, files and a shell for writing; never sub-agents, skills or the SQL todo list (Lopen
+# verification and research, files and a shell for writing; never sub-agents, skills or the SQL todo list (Lopen
 # keeps the plan), never a question to a person (nobody answers a headless invocation).
 READ_ONLY_CLI_TOOLS = ("view", "grep", "glob")
+URL_TOOL = "web_fetch"  # the CLI's URL tool: offered to research only when sandbox.allow_urls names hosts
 WRITING_CLI_TOOLS = ("bash", "read_bash", "stop_bash", "list_bash", *READ_ONLY_CLI_TOOLS, "create", "edit")
 CLI_TOOLS: dict[Kind, tuple[str, ...]] = {
     Kind.SPEC: WRITING_CLI_TOOLS,
+    Kind.RESEARCH: (*READ_ONLY_CLI_TOOLS, URL_TOOL),
     Kind.PLANNING: READ_ONLY_CLI_TOOLS,
     Kind.TASK: WRITING_CLI_TOOLS,
     Kind.COMPONENT_VERIFICATION: READ_ONLY_CLI_TOOLS,

@@ -159,6 +159,28 @@ def test_verdicts_keep_their_findings_and_messages_their_text() -> None:
     assert next(e for e in state.entries() if e.kind == "user").detail == "use NFKD"
 
 
+def test_the_research_notes_are_an_entry_of_the_feed_at_the_change_to_planning() -> None:
+    state = ScreenState(PROJECT, MODULE)
+    notes = (
+        ev.ResearchNote(topic="unicode-nfkd", title="Unicode NFKD", summary="Split, then drop the marks."),
+        ev.ResearchNote(topic="argparse", title="argparse exits 2"),
+    )
+    state.apply_all(
+        records(
+            [
+                *plan_events(),
+                ev.ResearchCompleted(
+                    session_id=SESSION, invocation_id="research-1", topics=("a", "b", "c"), notes=notes
+                ),
+            ]
+        )
+    )
+    entry = state.entries()[-1]
+    assert (entry.kind, entry.level) == ("notice", "ok")
+    assert entry.title == "research on 3 topics: 2 notes for planning and the tasks"
+    assert entry.detail == "unicode-nfkd: Unicode NFKD — Split, then drop the marks.\nargparse: argparse exits 2"
+
+
 def test_diffs_have_line_numbers() -> None:
     created = diff_of("create", {"path": "a.py", "file_text": "one\ntwo\n"})
     assert [(d.sign, d.new, d.text) for d in created] == [("+", 1, "one"), ("+", 2, "two")]

@@ -33,6 +33,7 @@ from events.selection import (  # noqa: F401 (re-exported: the faces read the re
     session_records,
     task_records,
 )
+from lopen.workflow.renderer import research_lines
 
 _BASE_FIELDS = frozenset({"at", "session_id", "module", "project"})
 _HASHES = frozenset({"tree", "parent", "base_commit", "sha", "from_sha", "to_sha", "result_hash", "base"})
@@ -166,6 +167,11 @@ SHAPES: dict[type[Event], _Shape] = {
         lambda e, full: [e.detail] if e.detail else [],
     ),
     ev.StepEntered: _Shape(lambda e, g: f"step {e.step} {e.phase}", frozenset({"step", "phase"})),
+    ev.ResearchCompleted: _Shape(
+        lambda e, g: research_lines(e)[0],
+        frozenset({"topics", "notes"}),
+        lambda e, full: [*(f"topic: {t}" for t in e.topics), *(f"note {n}" for n in research_lines(e)[1:])],
+    ),
     ev.ControlRequested: _Shape(lambda e, g: f"{e.action} by {e.caller or '?'}", frozenset({"action", "caller"})),
     ev.PauseRequested: _Shape(lambda e, g: f"by {e.requested_by or '?'}", frozenset({"requested_by"})),
     ev.ComponentClaimed: _Shape(
