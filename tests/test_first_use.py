@@ -46,3 +46,10 @@ def test_an_unapproved_spec_is_reported_before_missing_credentials(tmp_path: Pat
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not approved" in done.stderr and "lopen spec approve slugify" in done.stderr
     assert "credential" not in done.stderr.lower() and "token" not in done.stderr.lower()
+
+
+def test_a_module_name_with_a_path_is_refused_without_suggesting_to_write_there(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    done = lopen(root, "spec", "check", "../../../etc", home=tmp_path / "home")
+    assert done.returncode == 1 and "is not a module name" in done.stderr, done.stderr
+    assert "docs/requirements/../" not in done.stderr and "Traceback" not in done.stderr

@@ -376,6 +376,7 @@ def spec_check(project: Project, module: str) -> SpecReport:
     from lopen.documents import DocumentError, SectionCache, acceptance_criteria, check_spec, load_spec
     from lopen.documents import skills_and_hooks as hooks_of
 
+    valid_module(module)  # a name with a path in it: say so, and never suggest writing there
     try:
         path, doc = load_spec(project.root, module, SectionCache(project.root))
     except DocumentError as exc:
