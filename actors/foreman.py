@@ -19,6 +19,10 @@ Two kinds of turn, chosen by ``lopen.workflow.schedule.fan_out``:
   verification (``:module``). It renews its leases every third of a lease, releases each claim when
   the work ends, and takes over claims whose lease ran out — or whose process on this machine is
   gone. When lane work is over, a `lopen run` goes on on the module branch; a `lopen worker` ends.
+- **Fences**: each claim's token (``events.folds.claims``) goes to its lane as a ``Fence``. A claim the
+  Foreman finds lost at a renewal — another worker's now, or its lease ran out before it could renew
+  (this process was paused) — is never renewed: its lane is told ``lose`` (its invocation aborted,
+  nothing more recorded or touched) and the Foreman goes on with other work.
 
 The run ends once (``end_session``: its last event, then the journal closes) and ``Begin.done`` is set
 to its ``RunResult``.
@@ -45,8 +49,8 @@ from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
 from actors.ticker import After, TickerActor
 from events import catalogue as ev
-from events.fold import MODULE_ITEM, PLAN_ITEM, ModuleState
-from events.journal import Contradiction, Journal, JournalClosed
+from events.fold import MODULE_ITEM, PLAN_ITEM, Fence, ModuleState
+from events.journal import Contradiction, Fenced, Journal, JournalClosed
 from lopen.workflow.cycle import churn_stop, given_up, guard_stop, interrupted, settle, spec_stop, turn
 from lopen.workflow.decide import Action
 from lopen.workflow.schedule import Work, fan_out, next_work, ready
@@ -318,7 +322,7 @@ class ForemanActor(pykka.ThreadingActor):
     def _lanes_reset(self) -> None:
         self.slots: list[str | None] = [None] * self.parallelism
         self.running: dict[str, LaneHandle] = {}
-        self.held: dict[str, str] = {}  # claimed item → the worker name it was claimed under
+        self.held: dict[str, Fence] = {}  # claimed item → the claim as held: worker name and token
         self.jobs: dict[str, Assessment] = {}  # planning / module verification under way
         self.given_up: dict[str, str] = {}
         self.stopping: Action | None = None
@@ -463,7 +467,7 @@ class ForemanActor(pykka.ThreadingActor):
         for slug, k in claimed:
             self.slots[k] = slug
             assert self.lanes is not None
-            handle = self.lanes(slug, self.tally)
+            handle = self.lanes(slug, self.tally, self.held[slug])
             self.running[slug] = handle
             hand(handle.lane, f"lane:{slug}", "build", reply_to=me)
         planning_claimed = work.plan and self._claim(PLAN_ITEM, self.worker)
@@ -561,7 +565,9 @@ class ForemanActor(pykka.ThreadingActor):
         self._release(slug, outcome)
         if not isinstance(result, LaneResult):
             return
-        if result.outcome == "gave-up":
+        if result.outcome == "lost":
+            self.say(f"✗ [{slug}] this lane stopped and left {slug} alone: {result.detail}")
+        elif result.outcome == "gave-up":
             self.given_up[slug] = result.detail
             self.say(f"✗ [{slug}] {result.detail}")
         elif result.outcome == "stop-run" and result.action is not None:
@@ -581,36 +587,48 @@ class ForemanActor(pykka.ThreadingActor):
             )
         except Contradiction:
             return False  # another worker got there first
-        self.held[item] = worker
+        # The claim just recorded is the item's (a live lease: nobody else's can follow it yet): its token.
+        token = self.journal.read(lambda s: s.claims[item].token)
+        self.held[item] = Fence(item=item, worker=worker, token=token)
         return True
 
     def _release(self, item: str, reason: str) -> None:
-        worker = self.held.pop(item, None)
-        if worker is not None:
+        fence = self.held.pop(item, None)
+        if fence is not None:
             with contextlib.suppress(Contradiction, JournalClosed):
-                self.journal.record(ev.ComponentReleased(component=item, worker=worker, reason=reason))
+                self.journal.record(ev.ComponentReleased(component=item, worker=fence.worker, reason=reason))
 
     def _release_all(self, reason: str) -> None:
         for item in list(self.held):
             self._release(item, reason)
 
     def _renew(self) -> None:
-        """Every third of a lease: renew every claim held; a claim lost (another worker took it over after
-        the lease ran out) stops its lane."""
+        """Every third of a lease: renew every claim held, under its fence. A claim lost — another worker
+        took it over, or its lease ran out before this renewal (the process was paused: anyone may have
+        taken it) — is not renewed: its lane is told ``lose`` (its invocation aborted, nothing more recorded
+        or touched) and stops."""
         now = self.clock()
         if now < self.renew_at:
             return
         self.renew_at = now + self.lease / 3
-        for item, worker in list(self.held.items()):
+        for item, fence in list(self.held.items()):
             try:
+                self.journal.refresh()
+                problem = self.journal.read(lambda s, f=fence: f.problem(s, now))
+                if problem is not None:
+                    raise Fenced(fence, problem)
                 self.journal.record(
-                    ev.ComponentLeaseRenewed(component=item, worker=worker, lease_until=now + self.lease)
+                    ev.ComponentLeaseRenewed(component=item, worker=fence.worker, lease_until=now + self.lease),
+                    fence=fence,
                 )
-            except Contradiction:
+            except (Contradiction, Fenced) as lost:
                 self.held.pop(item, None)
+                why = lost.problem
                 if item in self.running:
-                    self.running[item].stop.set()
-                    self.say(f"! [{item}] another worker took it over: this lane stops")
+                    handle = self.running[item]
+                    handle.lose(why)
+                    handle.stop.set()
+                    self.say(f"! [{item}] another worker took it over or its lease ran out ({why}): this lane stops")
             except JournalClosed:
                 return
 

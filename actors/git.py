@@ -16,10 +16,19 @@ finds it on the branch by its tree and ``Lopen-Task`` trailer and records it. As
 left them), ``guard()`` (after an invocation: the same, and the branch), ``reset_to_tip()`` (the worktree
 back to the last commit). A worktree is never left unchecked: a lane's is checked before it is removed,
 and every one when its actor stops (the end of the run).
+
+**The fence.** A lane's actor records through the lane's ``FencedJournal``, and calls ``journal.hold()``
+— its claim checked on the store's latest history — right before each change it makes to its worktree,
+its branch or the remote (ensure, commits, reset, load, restart, retire, the checks that put git's files
+back, a push). A lane whose claim another worker took over (or whose lease ran out) is refused
+(``Fenced``) and touches nothing. The module's actor merges a component under that lane's fence too
+(``merge(component, fence)``): ``ComponentMerged`` is recorded only while the claim holds, before the
+module branch moves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +38,8 @@ import pykka
 
 from events import catalogue as ev
 from events.bus import Subscription
-from events.fold import ModuleState, TaskNode
-from events.journal import Contradiction, Journal
+from events.fold import Fence, ModuleState, TaskNode
+from events.journal import Contradiction, Fenced, Journal
 from events.recorded import Recorded
 from events.store import EventStore
 from lopen.git import GitError, Repository, Worktree
@@ -102,13 +111,17 @@ class GitActor(pykka.ThreadingActor):
         if self.subscription is not None:
             self.subscription.cancel()
         if self.worktree.checked():
-            self.check()
+            try:
+                self.check()
+            except Fenced:  # the claim is another's: this worker's own folder keeps git's files, unrecorded
+                self.worktree.restore_git_files()
 
     def ensure(self, created: bool = False) -> str:
         """The worktree and branch exist (made where the history says, else from the user's HEAD;
         recorded once — ``created`` when the engine made them before the CLI started), owed commits
         are made, and the branch holds the approved spec (``docs(<module>): the approved specification``)."""
         if self.lane:
+            self.journal.hold()
             return self._ensure_lane()
         state = self.journal.snapshot()
         self._have(state.tip)
@@ -312,13 +325,15 @@ class GitActor(pykka.ThreadingActor):
         if isinstance(recorded.event, ev.SpecDriftDetected):
             self.adopt_spec()  # a spec approved mid-run: the branch carries it before anything is verified
         else:
-            self.settle()
+            with contextlib.suppress(Fenced):  # a lane that lost its claim commits nothing more
+                self.settle()
 
     def settle(self) -> str:
         """Commit every task owed a commit (in plan order); return the branch tip."""
         if self.auto_commit:
             lane = self.lane
             for task in self.journal.read(lambda s: s.owed_commits(lane)):
+                self.journal.hold()
                 self._commit(task)
         return self.worktree.tip()
 
@@ -359,6 +374,7 @@ class GitActor(pykka.ThreadingActor):
         The module branch's push may lose to another worker's push of a later merge, which holds this one."""
         if not self.remote:
             return
+        self.journal.hold()
         for attempt in range(PUSH_ATTEMPTS):
             try:
                 self.worktree.push(self.remote, force=bool(self.lane))
@@ -380,11 +396,12 @@ class GitActor(pykka.ThreadingActor):
 
     # -- parallel work --------------------------------------------------------------------------------
 
-    def merge(self, component: str) -> MergeResult:
+    def merge(self, component: str, fence: Fence | None = None) -> MergeResult:
         """Merge ``component``'s verified branch onto the module branch (this actor's): a fast-forward when
         the module branch is where the component started, else a merge commit of exactly git's merged tree.
         The merge is recorded first (``ComponentMerged``, refused when another merge came first: then it is
-        computed again on the new tip), then the branch moves and the worktree follows."""
+        computed again on the new tip; refused for good — ``Fenced`` — when the lane's claim, ``fence``, is
+        no longer its own), then the branch moves and the worktree follows."""
         for _ in range(20):
             self.journal.refresh()
             state = self.journal.snapshot()
@@ -415,7 +432,8 @@ class GitActor(pykka.ThreadingActor):
                         tree=tree,
                         fast_forward=fast,
                         branch=self.worktree.branch,
-                    )
+                    ),
+                    fence=fence,
                 )
             except Contradiction:
                 continue  # another merge (or work on the module branch) came first: merge on what is there now
@@ -449,6 +467,7 @@ class GitActor(pykka.ThreadingActor):
 
     def load(self, tree: str) -> None:
         """Put ``tree``'s files in this worktree (a merge with conflict markers, for its resolution task)."""
+        self.journal.hold()
         self.worktree.load(tree)
 
     def retire(self) -> None:
@@ -456,6 +475,7 @@ class GitActor(pykka.ThreadingActor):
         Checked first: git removes only a worktree whose files agree, so a model's rewritten ``.git``
         pointer would otherwise keep it — with the model's git folder — after the run."""
         if self.lane:
+            self.journal.hold()
             if self.worktree.checked():
                 self.check()
             self.worktree.remove()
@@ -463,6 +483,7 @@ class GitActor(pykka.ThreadingActor):
     def restart_at(self, sha: str) -> None:
         """This component's branch and worktree start afresh at ``sha`` (the component is built again)."""
         self._have(sha)
+        self.journal.hold()
         self.worktree.restart_at(sha)
         self._publish()
 
@@ -471,6 +492,7 @@ class GitActor(pykka.ThreadingActor):
         ``.git`` pointer, its private git folder's pointers and ``config.worktree``
         (``Worktree.restore_git_files``) — and HEAD put back where Lopen left them; return what was wrong
         (recorded, with a corrective instruction for the next invocation)."""
+        self.journal.hold()
         files = self.worktree.restore_git_files()
         moved = self._restore_head()
         self._put_back(moved, files)
@@ -479,6 +501,7 @@ class GitActor(pykka.ThreadingActor):
     def guard(self) -> list[str]:
         """After an invocation: what ``check`` puts back, and the branch where Lopen left it; return what
         was wrong (recorded, with a corrective instruction for the next invocation)."""
+        self.journal.hold()
         files = self.worktree.restore_git_files()
         moved = self._restore_head()
         lane = self.lane
@@ -525,6 +548,7 @@ class GitActor(pykka.ThreadingActor):
         """The worktree's files become the last commit (after a completed task: its leftovers go)."""
         tip = self.worktree.tip()
         if tip:
+            self.journal.hold()
             self.worktree.reset_to(tip)
 
     def leftovers(self) -> list[str]:

@@ -11,6 +11,12 @@ and again (churn) stops this lane only: a failure blocks only its dependents.
 
 The Foreman hands a lane its work with a tell (``actors.jobs``: the job ``build``) and the lane tells
 it back how it ended (a ``LaneResult``); the Foreman asks it to stop between steps with ``stop``.
+
+**The fence.** A lane works under its component's claim: its actors record through a ``FencedJournal``
+(the claim's token travels with every event, the merge included) and check the claim before touching
+the disk. The lane checks it before each step too; once the claim is another's — taken over after this
+worker was paused past its lease — the lane ends at once, ``lost``, having recorded and changed nothing
+more (its invocation in flight is aborted by the journal's ``on_lost``).
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ from actors.jobs import Reports
 from actors.messages import StepOutcome
 from actors.task_runner import TaskRunnerActor
 from events import catalogue as ev
-from events.fold import ModuleState, scope_key
-from events.journal import Journal
+from events.fold import Fence, ModuleState, scope_key
+from events.journal import Fenced, FencedJournal, Journal
 from lopen.workflow.cycle import churn_stop, conflicts_stop, guard_stop, settle
 from lopen.workflow.decide import Action, Assessment
 from lopen.workflow.schedule import DONE, MERGE, component_step
@@ -57,7 +63,8 @@ class Tally:
 
 class LaneResult(msgspec.Struct, frozen=True):
     """How a lane ended: ``merged`` (the component is done), ``stopped`` (asked to), ``gave-up`` (churn:
-    this component needs a person), ``unplanned`` (no tasks), or ``stop-run`` (``action`` stops the run)."""
+    this component needs a person), ``unplanned`` (no tasks), ``lost`` (its claim is another's now: the
+    fence refused it; ``detail`` says why), or ``stop-run`` (``action`` stops the run)."""
 
     component: str
     outcome: str
@@ -91,9 +98,22 @@ class LaneActor(Reports, pykka.ThreadingActor):
         self.halt = stop
 
     def build(self) -> LaneResult:
+        """Build the component to its merge (or until told to stop); a refused fence ends it ``lost``."""
+        try:
+            return self._build()
+        except Fenced as refused:
+            if isinstance(self.journal, FencedJournal):
+                self.journal.lose(refused.problem)
+            return LaneResult(self.component, "lost", refused.problem)
+
+    def _fence(self) -> Fence | None:
+        return self.journal.fence if isinstance(self.journal, FencedJournal) else None
+
+    def _build(self) -> LaneResult:
         slug = self.component
         self.git.ensure().get()
         while True:
+            self.journal.hold()  # the claim is still this lane's (a paused worker learns here that it is not)
             if self.halt.is_set():
                 return LaneResult(slug, "stopped")
             step = self.journal.read(lambda s: component_step(s, slug))
@@ -114,6 +134,7 @@ class LaneActor(Reports, pykka.ThreadingActor):
             resolving = self.journal.read(lambda s: s.lanes[slug].resolution_task if slug in s.lanes else "")
             self.tally.add()
             outcome = self._run(step, guard.budget_hint)
+            self.journal.hold()  # an invocation cut short because the claim was lost is no outcome to act on
             self.say(("✓ " if outcome.ok else "✗ ") + outcome.detail)
             stop = settle(outcome.ok, outcome.error_kind, outcome.detail)
             if stop is not None:
@@ -134,7 +155,7 @@ class LaneActor(Reports, pykka.ThreadingActor):
     # -- merging ------------------------------------------------------------------------------------
 
     def _merge(self) -> LaneResult | None:
-        result: MergeResult = self.module_git.merge(self.component).get()
+        result: MergeResult = self.module_git.merge(self.component, self._fence()).get()
         if result.status == "merged":
             how = "fast-forward" if result.fast_forward else f"merge commit {result.sha[:8]}"
             self.say(f"⇢ merged {self.component} onto the module branch ({how})")
@@ -208,13 +229,21 @@ class LaneActor(Reports, pykka.ThreadingActor):
         self.say(f"! {slug} is built again on top of the module branch ({why})")
 
 
+def _unfenced(why: str) -> None:
+    """A lane without a fence (a test's) has nothing to cut short."""
+
+
 class LaneHandle(NamedTuple):
-    """A started lane: its actor, the flag that asks it to stop between steps, and how to stop its actors."""
+    """A started lane: its actor, the flag that asks it to stop between steps, how to stop its actors, and
+    ``lose(why)``: its claim is gone — refuse everything it would record or touch from now on, and abort
+    its invocation in flight (``FencedJournal.lose``)."""
 
     lane: pykka.ActorProxy[LaneActor]
     stop: threading.Event
     close: Callable[[], None]
+    lose: Callable[[str], None] = _unfenced
 
 
-LaneFactory = Callable[[str, Tally], LaneHandle]
-"""Starts the lane of a component (its worktree, Git actor, Oracle, TaskRunner and LaneActor)."""
+LaneFactory = Callable[[str, Tally, Fence], LaneHandle]
+"""Starts the lane of a component under its claim (``Fence``): its worktree, Git actor, Oracle,
+TaskRunner and LaneActor."""

@@ -36,7 +36,7 @@ import msgspec
 from events import catalogue as ev
 from events.folds import approval, claims, git, invocations, messages, plan, research, scopes, sessions
 from events.folds.approval import Approval
-from events.folds.claims import MODULE_ITEM, PLAN_ITEM, RESERVED_ITEMS, Claim
+from events.folds.claims import MODULE_ITEM, PLAN_ITEM, RESERVED_ITEMS, Claim, Fence
 from events.folds.git import Lane
 from events.folds.invocations import OpenInvocation
 from events.folds.plan import ComponentNode, TaskNode, aggregate, slugify
@@ -61,6 +61,7 @@ __all__ = [
     "Claim",
     "ComponentNode",
     "EvidenceNode",
+    "Fence",
     "Lane",
     "ModuleState",
     "OpenInvocation",
@@ -122,6 +123,7 @@ class ModuleState(msgspec.Struct, kw_only=True):
     evidence: dict[str, EvidenceNode] = {}  # "<tree> <command>" → result, the latest EVIDENCE_KEPT
     task_numbers: dict[str, int] = {}  # component slug → the highest task number ever given (never reused)
     claims: dict[str, Claim] = {}  # component slug (or :plan, :module) → who holds it, until when
+    claims_made: int = 0  # claims in the history so far: the last claim's token (events.folds.claims)
     lanes: dict[str, Lane] = {}  # component slug → its own branch (parallel work)
     researched: list[str] = []  # the spec's References topics a research invocation was given
     problems: list[str] = []  # events skipped because they contradicted the state

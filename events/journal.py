@@ -13,12 +13,21 @@
 After ``close()`` (the session paused, completed or failed) nothing more is recorded: a late
 answer of an oracle cut off by Ctrl+C cannot land after the session ended (``JournalClosed``).
 
+**Fences.** ``record(*events, fence=f)`` stores the batch only while the claim ``f`` names is still the
+holder's, with that token and a lease that has not run out (``events.folds.claims.Fence``). The test is
+made in step 2, on the fold with what other writers appended, and the append in step 3 is conditional on
+the stream's version: a takeover appended in between makes the append conflict, the fold read it, and
+the fence refuse the batch (``Fenced``) — a compare-and-swap on the claim. ``FencedJournal`` is the
+journal as one lane sees it: everything it records goes through its fence, and ``hold()`` checks the
+fence before the lane touches the disk or git.
+
 Thread-safe: tool handlers, actors and the gateway's loop record through one journal.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import date
 from typing import TypeVar
@@ -27,7 +36,7 @@ import msgspec
 
 from events import catalogue as ev
 from events.errors import ConcurrencyConflict, StoreError, StoreTampered
-from events.fold import _CHECKS, ModuleState
+from events.fold import _CHECKS, Fence, ModuleState
 from events.recorded import Recorded, module_stream, parse_session_id
 from events.store import EventStore
 
@@ -58,6 +67,20 @@ class JournalClosed(StoreError):
             "events arriving after a session paused, completed or failed are dropped",
             "run the module again to continue",
         )
+
+
+class Fenced(StoreError):
+    """The claim a lane works under is no longer its own (taken over, released, or its lease ran out):
+    nothing was stored, and the lane must stop touching that work."""
+
+    def __init__(self, fence: Fence, problem: str) -> None:
+        super().__init__(
+            f"{fence.worker} no longer holds {fence.item}: {problem}",
+            "a worker whose claim lapsed (a paused process, a lost lease) must not record or change that work",
+            "nothing to do: another worker builds it now; this one goes on with other work",
+        )
+        self.fence = fence
+        self.problem = problem
 
 
 class Journal:
@@ -120,6 +143,12 @@ class Journal:
         with self._lock:
             return query(self._state)
 
+    def read_fresh(self, query: Callable[[ModuleState], T]) -> T:
+        """``read`` after folding in what other writers appended (one read of the store)."""
+        with self._lock:
+            self.refresh()
+            return query(self._state)
+
     def snapshot(self) -> ModuleState:
         """An independent copy of the fold."""
         with self._lock:
@@ -135,8 +164,9 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def record(self, *events: ev.Event) -> None:
-        """Check, append and fold ``events`` as one batch (see the module docstring)."""
+    def record(self, *events: ev.Event, fence: Fence | None = None) -> None:
+        """Check, append and fold ``events`` as one batch (see the module docstring); with ``fence``, only
+        while that claim holds (else ``Fenced``, nothing stored)."""
         if not events:
             return
         with self._lock:
@@ -145,8 +175,9 @@ class Journal:
             stamped = [self._stamp(e) for e in events]
             for _ in range(RETRIES):
                 try:
+                    self._check_fence(fence)  # first: a fenced-out batch is refused whatever it holds
                     self._check(stamped)
-                except Contradiction:
+                except (Contradiction, Fenced):
                     if not self.refresh():  # judged on the whole history, not on a stale copy of it
                         raise
                     continue
@@ -165,6 +196,16 @@ class Journal:
                     listener(self._state, stamped)
                 return
             raise ConcurrencyConflict(self.stream, self._state.version, self.store.version(self.stream))
+
+    def hold(self) -> None:
+        """Before touching the disk or git for a piece of work: this journal has no fence, so nothing to
+        check (``FencedJournal.hold`` checks its claim)."""
+
+    def _check_fence(self, fence: Fence | None) -> None:
+        if fence is not None:
+            problem = fence.problem(self._state, time.time())
+            if problem is not None:
+                raise Fenced(fence, problem)
 
     def close(self) -> None:
         """No more events for this session (it paused, completed or failed)."""
@@ -216,3 +257,100 @@ class Journal:
                 raise Contradiction(event, problem)
             if state is not self._state:
                 state.apply(event)
+
+
+class FencedJournal(Journal):
+    """The module's journal as one lane sees it: reads are the journal's; everything recorded goes
+    through the lane's ``fence`` (its claim and token), and ``hold()`` checks the fence on the store's
+    latest history before the lane changes a worktree, a branch or the remote.
+
+    The first refusal is final (``lost``): the lane's claim never comes back under the same token, so
+    every later record or ``hold()`` is refused at once, and ``on_lost`` (abort the lane's invocation in
+    flight, ask the lane to stop) is called once. The Foreman calls ``lose`` when it learns first (a
+    renewal refused, a lease it finds run out)."""
+
+    def __init__(self, journal: Journal, fence: Fence, on_lost: Callable[[str], None] = lambda why: None) -> None:
+        # No Journal.__init__: this view keeps no fold of its own; every read goes to ``journal``.
+        self.inner = journal
+        self.fence = fence
+        self.store = journal.store
+        self.project = journal.project
+        self.module = journal.module
+        self.stream = journal.stream
+        self._on_lost = on_lost
+        self._lost = ""
+        self._lost_lock = threading.Lock()
+
+    @property  # type: ignore[override]
+    def session_id(self) -> str:
+        return self.inner.session_id
+
+    @session_id.setter
+    def session_id(self, value: str) -> None:
+        self.inner.session_id = value
+
+    @property
+    def lost(self) -> str:
+        """Why the fence refused (the lane's claim is gone), or "" while it holds."""
+        return self._lost
+
+    def lose(self, why: str) -> None:
+        """The claim is gone: refuse everything from now on, and tell ``on_lost`` (once)."""
+        with self._lost_lock:
+            first = not self._lost
+            self._lost = self._lost or why
+        if first:
+            self._on_lost(why)
+
+    def hold(self) -> None:
+        """Raise ``Fenced`` unless the claim is still this lane's, on the store's latest history."""
+        if self._lost:
+            raise Fenced(self.fence, self._lost)
+        problem = self.inner.read_fresh(lambda s: self.fence.problem(s, time.time()))
+        if problem is not None:
+            self.lose(problem)
+            raise Fenced(self.fence, problem)
+
+    def record(self, *events: ev.Event, fence: Fence | None = None) -> None:
+        if self._lost and events:
+            raise Fenced(self.fence, self._lost)
+        try:
+            self.inner.record(*events, fence=fence or self.fence)
+        except Fenced as refused:
+            self.lose(refused.problem)
+            raise
+
+    def listen(self, listener: Callable[[ModuleState, list[ev.Event]], None]) -> None:
+        self.inner.listen(listener)
+
+    def refresh(self) -> list[Recorded]:
+        return self.inner.refresh()
+
+    def check_intact(self) -> None:
+        self.inner.check_intact()
+
+    def read(self, query: Callable[[ModuleState], T]) -> T:
+        return self.inner.read(query)
+
+    def read_fresh(self, query: Callable[[ModuleState], T]) -> T:
+        return self.inner.read_fresh(query)
+
+    def snapshot(self) -> ModuleState:
+        return self.inner.snapshot()
+
+    @property
+    def version(self) -> int:
+        return self.inner.version
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def open_session(self, started: ev.SessionStarted, today: date | None = None) -> str:
+        raise TypeError("a lane's journal opens no session: the module's journal does")
+
+    def resume_session(self, session_id: str, reason: str) -> None:
+        raise TypeError("a lane's journal resumes no session: the module's journal does")

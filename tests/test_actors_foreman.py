@@ -25,6 +25,7 @@ from actors.lane import LaneHandle, LaneResult, Tally
 from actors.messages import Assessment, GuardDecision, RunResult, StepOutcome
 from actors.metrics import MetricsActor
 from events import catalogue as ev
+from events.fold import Fence
 from events.journal import Journal
 from lopen.config import Settings, Workflow
 from lopen.project import open_store
@@ -167,8 +168,8 @@ class World:
         self.refs.append(ref)
         return ref.proxy()
 
-    def lanes(self, act: Callable[..., LaneResult]) -> Callable[[str, Tally], LaneHandle]:
-        def start(slug: str, tally: Tally) -> LaneHandle:
+    def lanes(self, act: Callable[..., LaneResult]) -> Callable[[str, Tally, Fence], LaneHandle]:
+        def start(slug: str, tally: Tally, fence: Fence) -> LaneHandle:
             stop = threading.Event()
             self.stops[slug] = stop
             lane = self.start(Lane, self.journal, slug, stop, act)

@@ -63,7 +63,7 @@ class ModuleGit(pykka.ThreadingActor):
         super().__init__()
         self.journal = journal
 
-    def merge(self, component: str) -> MergeResult:
+    def merge(self, component: str, fence: object = None) -> MergeResult:
         tip = self.journal.read(lambda s: s.lanes[component].tip or s.lanes[component].base)
         parent = self.journal.read(lambda s: s.tip or s.branch_base)
         self.journal.record(ev.ComponentMerged(component=component, sha=tip, parent=parent, component_tip=tip))

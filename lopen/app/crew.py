@@ -1,13 +1,23 @@
 """The actors of one module run, composed: the module's own (its Git actor, evidence, Oracle, invoker,
 TaskRunner, Planner, Assessor, Guardrail, Metrics) and, for parallel work, a lane per component (its
-worktree ``<worktree>.components/<component>`` on ``lopen/<module>--<component>``, with a Git actor,
-evidence collector, Oracle, invoker and TaskRunner of its own) and the Foreman that hands them out.
+worktree on ``lopen/<module>--<component>``, with a Git actor, evidence collector, Oracle, invoker and
+TaskRunner of its own) and the Foreman that hands them out.
 
-Every lane shares the module's journal, the one gateway (one Copilot CLI), the Guardrail and the store.
+Every lane shares the module's journal, the one gateway (one Copilot CLI), the Guardrail and the store —
+the journal through the lane's fence (``events.journal.FencedJournal``: its claim's token), the gateway
+through the lane's ``Cancel`` (its invocation aborted when the claim is lost).
+
+A lane's worktree is ``<worktree>.components/<component>`` in a `lopen run` (which holds the module
+alone on its checkout), and ``<worktree>.components/<component>@<host>-<pid>`` in a `lopen worker`
+(``lane_folder``): workers of one checkout never share a folder, so a worker paused past its lease and
+taken over finds its own folder as it left it, and the one that took over starts in a folder of its own
+from the component's recorded branch tip.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,11 +35,12 @@ from actors.metrics import MetricsActor
 from actors.oracle import OracleActor
 from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
-from events.journal import Journal
+from events.fold import Fence
+from events.journal import FencedJournal, Journal
 from events.locks import worker_alive
 from events.store import EventStore
 from lopen.config import Settings
-from lopen.copilot.gateway import Gateway
+from lopen.copilot.gateway import Cancel, Gateway
 from lopen.copilot.results import StreamEvent
 from lopen.documents.paths import spec_path
 from lopen.git import Worktree
@@ -50,6 +61,14 @@ STOP_TIMEOUT = 3.0
 def lanes_dir(worktree: Path) -> Path:
     """Where a module's component worktrees go: beside its own, ``<worktree>.components/``."""
     return worktree.with_name(f"{worktree.name}.components")
+
+
+def lane_folder(worktree: Path, component: str, worker: str = "") -> Path:
+    """A component's worktree: ``<worktree>.components/<component>``, or — for ``worker`` (a `lopen worker`
+    process, ``<host>:<pid>``) — ``<component>@<host>-<pid>``, a folder no other process uses."""
+    if not worker:
+        return lanes_dir(worktree) / component
+    return lanes_dir(worktree) / f"{component}@{re.sub(r'[^A-Za-z0-9._-]', '-', worker)}"
 
 
 class Parts(NamedTuple):
@@ -82,6 +101,7 @@ class Crew:
         self.say = say
         self.watch = watch
         self.worker = worker
+        self.own_folders = False  # a `lopen worker`: each lane's worktree is this process's own (lane_folder)
         self.started: list[pykka.ActorRef] = []
         self.lanes: list[Callable[[], None]] = []  # how to stop each lane started
         root, module, settings, store, project, journal, watcher, worktree, _, _ = parts
@@ -115,11 +135,18 @@ class Crew:
         return ref.proxy()
 
     def invoking(
-        self, worktree: Worktree, refs: list[pykka.ActorRef]
+        self,
+        worktree: Worktree,
+        refs: list[pykka.ActorRef],
+        journal: Journal | None = None,
+        cancel: Cancel | None = None,
     ) -> tuple[Invoker, Callable[[VerifyRequest], Verdict]]:
         """The invoker of one worktree (the module's or a lane's), with its own evidence and Oracle, and
-        how that Oracle is asked for a verdict directly (component and module boundaries)."""
-        root, _, settings, _, _, journal, watcher, _, gateway, telemetry = self.parts
+        how that Oracle is asked for a verdict directly (component and module boundaries). A lane's records
+        through its fenced ``journal`` and its invocations end when ``cancel`` is set."""
+        root, _, settings, _, _, module_journal, watcher, _, gateway, telemetry = self.parts
+        journal = journal or module_journal
+        invoke = functools.partial(gateway.invoke, cancel=cancel) if cancel is not None else gateway.invoke
         collector = EvidenceCollector(
             journal,
             worktree,
@@ -152,7 +179,7 @@ class Crew:
 
         invoker = Invoker(
             journal,
-            gateway.invoke,
+            invoke,
             settings,
             worktree.path,
             tools_for,
@@ -174,17 +201,27 @@ class Crew:
         of the Metrics actor (never of the Guardrail, which may be waiting on a person)."""
         return self.metrics.spending(task).get()
 
-    def lane(self, component: str, tally: Tally) -> LaneHandle:
-        """Start the lane of ``component``: its worktree, Git actor, Oracle, TaskRunner and LaneActor."""
-        root, module, settings, store, _, journal, _, worktree, _, _ = self.parts
-        path = lanes_dir(worktree.path) / component
+    def lane(self, component: str, tally: Tally, fence: Fence) -> LaneHandle:
+        """Start the lane of ``component`` under its claim (``fence``): its worktree, Git actor, Oracle,
+        TaskRunner and LaneActor, all recording through the lane's fenced journal."""
+        root, module, settings, store, _, module_journal, _, worktree, _, _ = self.parts
+        path = lane_folder(worktree.path, component, self.worker if self.own_folders else "")
         tree = Worktree(
             root,
             path,
             lane_branch(module, component),
             ignore=settings.git.ignore,
             max_file_bytes=settings.git.max_file_mb * 1024 * 1024,
+            shared_branch=True,
         )
+        stop = threading.Event()
+        cancel = Cancel()
+
+        def lost(why: str) -> None:  # the claim is another's: the invocation in flight ends, the lane stops
+            cancel.set()
+            stop.set()
+
+        journal = FencedJournal(module_journal, fence, on_lost=lost)
         refs: list[pykka.ActorRef] = []
         git = self._start(
             refs,
@@ -196,9 +233,8 @@ class Crew:
             lane=component,
             remote=settings.git.remote,
         )
-        invoker, verify = self.invoking(tree, refs)
+        invoker, verify = self.invoking(tree, refs, journal, cancel)
         runner = self._start(refs, TaskRunnerActor, journal, invoker, git, verify)
-        stop = threading.Event()
         say = self.say
         lane = self._start(
             refs,
@@ -221,7 +257,7 @@ class Crew:
                 ref.actor_stopped.wait(STOP_TIMEOUT)
 
         self.lanes.append(close)
-        return LaneHandle(lane, stop, close)
+        return LaneHandle(lane, stop, close, journal.lose)
 
     def foreman(
         self, interrupt: Any, *, lanes: bool = True, worker_mode: bool = False, stop_before: str = ""
@@ -229,6 +265,7 @@ class Crew:
         """The run's one loop (``actors.foreman``): its steps on the module branch through the module's
         Planner and TaskRunner, and, with ``lanes``, a lane per component built in parallel."""
         settings = self.parts.settings
+        self.own_folders = worker_mode
         return self.start(
             ForemanActor,
             self.parts.journal,

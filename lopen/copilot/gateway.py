@@ -88,6 +88,42 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     telemetry: dict[str, Any] | None = None
 
 
+class Cancel:
+    """Cuts the invocations of one caller short — a lane whose claim was lost — while the gateway's
+    other invocations go on (``Gateway.abort`` cuts them all). ``set()`` is safe from any thread; an
+    invocation started after it returns at once as ``interrupted``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._hooks: dict[int, Callable[[], object]] = {}
+        self._next = 0
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            hooks = list(self._hooks.values())
+        for hook in hooks:
+            hook()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def on_set(self, hook: Callable[[], object]) -> Callable[[], None]:
+        """Call ``hook`` when set (at once when it already is); return how to forget it."""
+        with self._lock:
+            key, self._next = self._next, self._next + 1
+            self._hooks[key] = hook
+            already = self._set
+        if already:
+            hook()
+        return lambda: self._forget(key)
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._hooks.pop(key, None)
+
+
 class Gateway:
     """Owns the Copilot client and the thread its event loop runs on."""
 
@@ -320,29 +356,34 @@ class Gateway:
         on_event: EventCallback | None = None,
         *,
         ask: Callable[[str], str] | None = None,
+        cancel: Cancel | None = None,
     ) -> InvocationResult:
         """Run one fresh session to completion. Blocks the calling thread, never the loop. ``ask`` answers
         the CLI's own ``ask_user`` tool (a person at hand: it blocks until they answer); without it the
-        model is told no one can."""
+        model is told no one can. ``cancel`` cuts this invocation short (``interrupted``) when it is set."""
         if self._closed or self._client is None:
             raise RuntimeError("the gateway is not running")
-        if self._aborted:
+        if self._aborted or (cancel is not None and cancel.is_set()):
             return _interrupted(request)
         try:
-            return self._run(self._tracked(self.invoke_async(request, tools, on_event, ask=ask)))
+            return self._run(self._tracked(self.invoke_async(request, tools, on_event, ask=ask), cancel))
         except concurrent.futures.CancelledError:
             return _interrupted(request)
 
-    async def _tracked(self, coro: Any) -> InvocationResult:
+    async def _tracked(self, coro: Any, cancel: Cancel | None = None) -> InvocationResult:
         task = asyncio.current_task()
         assert task is not None
         self._inflight.add(task)
+        loop = self._loop
+        forget = cancel.on_set(lambda: loop.call_soon_threadsafe(task.cancel)) if cancel is not None else None
         try:
-            if self._aborted:
+            if self._aborted or (cancel is not None and cancel.is_set()):
                 raise asyncio.CancelledError
             return await coro
         finally:
             self._inflight.discard(task)
+            if forget is not None:
+                forget()
 
     async def invoke_async(
         self,

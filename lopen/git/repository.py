@@ -86,14 +86,20 @@ class Repository:
 
     def checked_out_at(self, branch: str) -> Path | None:
         """The worktree (the user's checkout or another) that has ``branch`` checked out, if any."""
+        found = self.checked_out(branch)
+        return found[0] if found else None
+
+    def checked_out(self, branch: str) -> list[Path]:
+        """Every worktree (the user's checkout or another) that has ``branch`` checked out."""
         out = self._git("worktree", "list", "--porcelain", check=False)
         path: Path | None = None
+        found: list[Path] = []
         for line in out.splitlines():
             if line.startswith("worktree "):
                 path = Path(line.removeprefix("worktree "))
-            elif line == f"branch refs/heads/{branch}":
-                return path
-        return None
+            elif line == f"branch refs/heads/{branch}" and path is not None:
+                found.append(path)
+        return found
 
 
 def who(root: Path) -> str:

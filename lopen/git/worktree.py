@@ -73,16 +73,29 @@ def _unquote(path: str) -> str:
 class Worktree:
     """``ignore``: patterns (gitignore syntax) kept out of every tree Lopen writes, on top of the
     project's own ignore files — the caches a test run leaves (``__pycache__/``, ``.pytest_cache/``),
-    so that running the tests never changes the tree that was verified."""
+    so that running the tests never changes the tree that was verified.
+
+    ``shared_branch``: a component's worktree of one worker among others (``<slug>@<worker>``). Its branch
+    may be checked out in a sibling folder too — the worktree of a worker that held the component before
+    (paused past its lease, or gone) — and git is told to allow that (``worktree add --force``): each
+    worker works in a folder of its own, the branch is the component's, and only the claim's holder
+    moves it (the fence)."""
 
     # Lopen's own git commands in the worktree never run a program the repository's files name: a
     # model could otherwise plant one (core.fsmonitor, hooks) for Lopen to run outside the sandbox.
     HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false")
 
     def __init__(
-        self, repo_root: Path, path: Path, branch: str, ignore: tuple[str, ...] = (), max_file_bytes: int = 0
+        self,
+        repo_root: Path,
+        path: Path,
+        branch: str,
+        ignore: tuple[str, ...] = (),
+        max_file_bytes: int = 0,
+        shared_branch: bool = False,
     ) -> None:
         self.repo_root = repo_root
+        self.shared_branch = shared_branch
         self.path = path
         self.max_file_bytes = max_file_bytes  # files larger than this stay out of every tree; 0: no limit
         self.left_out: list[tuple[str, int]] = []  # (path, bytes) the last tree() left out for their size
@@ -163,13 +176,16 @@ class Worktree:
                 f"fetch it first: `git fetch <remote> {self.branch}:{self.branch}`, then run again",
             )
         base = (start_at if created and start_at else repo.head()) or ""
-        elsewhere = None if created else repo.checked_out_at(self.branch)
-        if elsewhere is not None and elsewhere.resolve() != self.path.resolve():
-            raise GitError(
-                f"{self.branch} is checked out in {elsewhere}",
-                "Lopen builds the module in its own worktree and git allows a branch in one worktree only",
-                f"switch that checkout to another branch (`git -C {elsewhere} checkout -`), then run again",
-            )
+        here = self.path.resolve()
+        others = [] if created else [p for p in repo.checked_out(self.branch) if p.resolve() != here]
+        siblings = [p for p in others if self.shared_branch and p.resolve().parent == here.parent]
+        for elsewhere in others:
+            if elsewhere not in siblings:
+                raise GitError(
+                    f"{self.branch} is checked out in {elsewhere}",
+                    "Lopen builds the module in its own worktree and git allows a branch in one worktree only",
+                    f"switch that checkout to another branch (`git -C {elsewhere} checkout -`), then run again",
+                )
         self._git_dirs = self._trusted = None
         if self._is_worktree():
             self._trust()
@@ -188,6 +204,8 @@ class Worktree:
         self._exclude_from_checkout()
         if created:
             git(self.repo_root, "worktree", "add", "-q", "-b", self.branch, str(self.path), base or "HEAD")
+        elif siblings:  # another worker's folder of this component has it too: each works in its own
+            git(self.repo_root, "worktree", "add", "-q", "--force", str(self.path), self.branch)
         else:
             git(self.repo_root, "worktree", "add", "-q", str(self.path), self.branch)
         self._trust()

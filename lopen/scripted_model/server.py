@@ -25,6 +25,7 @@ log = logging.getLogger("lopen.scripted_model")
 
 UNMATCHED_TEXT = "[scripted model] no rule matched"
 CHAT_PATH = "/v1/chat/completions"
+HOLD_LIMIT = 300.0  # seconds a held answer waits for its release at most (ScriptedModelServer.hold)
 ResponseKind = Literal[
     "ok",
     "slow",
@@ -109,6 +110,7 @@ class ScriptedModelServer:
         self._lock = threading.Lock()
         self._seq = 0
         self._uses: dict[str, int] = {}
+        self._gates: dict[str, threading.Event] = {}  # rule → its answers wait until it is released
         self._log: list[LoggedRequest] = []
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -123,9 +125,30 @@ class ScriptedModelServer:
         self._thread.start()
         return self
 
+    def hold(self, rule: str) -> None:
+        """Every answer of ``rule`` waits until ``release(rule)`` (at most ``HOLD_LIMIT`` seconds): a model
+        call that hangs exactly as long as a test needs — the process waiting for it can be paused, taken
+        over or killed meanwhile. ``uses(rule)`` counts a held request as soon as it arrives."""
+        with self._lock:
+            self._gates.setdefault(rule, threading.Event())
+
+    def release(self, rule: str) -> None:
+        """Let ``rule``'s held answers (and every later one) go."""
+        with self._lock:
+            gate = self._gates.setdefault(rule, threading.Event())
+        gate.set()
+
+    def _gate(self, rule: str | None) -> threading.Event | None:
+        with self._lock:
+            return self._gates.get(rule) if rule is not None else None
+
     def stop(self) -> None:
         if self._httpd is None or self._thread is None:
             return
+        with self._lock:
+            gates = list(self._gates.values())
+        for gate in gates:  # nothing waits past the server
+            gate.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -358,6 +381,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _play(self, seq: int, body: dict[str, Any], answer: _Answer) -> None:
         turn, stream = answer.turn, bool(body.get("stream"))
+        gate = self.server.owner._gate(answer.rule)
+        if gate is not None:
+            gate.wait(HOLD_LIMIT)
         if turn.fault == "rate_limit":
             retry_after = str(turn.retry_after if turn.retry_after is not None else 1)
             message = turn.text or "Rate limit reached (scripted). Please retry later."

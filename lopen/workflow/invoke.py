@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 
 from events import catalogue as ev
-from events.journal import Journal, JournalClosed
+from events.journal import Fenced, Journal, JournalClosed
 from lopen.config import Settings
 from lopen.copilot import InvocationRequest, InvocationResult, LopenTool
 from lopen.copilot.results import (
@@ -338,7 +338,9 @@ class Invoker:
                 self.watch(invocation_id, event)
             recorded = self._event_for(invocation_id, event)
             if recorded is not None:
-                with contextlib.suppress(JournalClosed):  # the session ended (interrupted): late events are dropped
+                # the session ended (interrupted), or the lane's claim was lost (its journal aborts the
+                # invocation): late events are dropped
+                with contextlib.suppress(JournalClosed, Fenced):
                     self.journal.record(recorded)
 
         return on_event

@@ -260,3 +260,96 @@ def test_a_verify_command_runs_once_on_an_unchanged_tree_and_again_on_a_changed_
     ]
     assert len({e.tree for e in evidence if not e.reused}) == 3
     evidence_runs_once_per_tree(records)
+
+
+FENCE_LEASE = "5"
+
+
+def held(task: str, name: str) -> Rule:
+    """The task's second answer (its files are written; now: run the tests), once, held by the server
+    until the test releases ``name`` — its worker waits on it as on a slow model. The answers after it
+    are the task's own rule's (verify, complete)."""
+    from e2e.scenario import header
+
+    book = playbook(MODULE, [Part("a", 1)])
+    (rule,) = [r for r in book.rules if r.name == "task-a-1"]
+    return Rule(
+        name=name,
+        match=Match(user_regex=header(kind="task", task=task), from_turn=1),
+        turns=[rule.turns[1]],
+        max_uses=1,
+    )
+
+
+def test_a_worker_paused_past_its_lease_and_taken_over_touches_nothing_of_the_component(tmp_path, cli_path, scripted):
+    """Issue 21: worker A is paused (SIGSTOP) during a task past its lease; worker B takes the component
+    over and writes its files; A continues (SIGCONT) and its model answers. A records nothing more for
+    the component and touches nothing — B's uncommitted files survive — and the module is completed."""
+    parts = [Part("a", 1)]
+    book = playbook(MODULE, parts)
+    server = scripted(type(book)(name=book.name, models=book.models, default_usage=book.default_usage,
+                                 rules=[held("a/1", "first"), held("a/1", "second"), *book.rules]))  # fmt: skip
+    server.hold("first")
+    server.hold("second")
+    root = generated(tmp_path, parts)
+    outs = {name: tmp_path / f"{name}.out" for name in ("a", "b")}
+
+    def said(name: str, text: str) -> bool:
+        return text in outs[name].read_text(errors="replace")
+
+    first = worker(root, cli_path, server.url, outs["a"], workflow__lease=FENCE_LEASE)
+    second: Any = None
+    try:
+        assert wait_for(lambda: server.uses("first") == 1 or first.poll() is not None, 200), outs["a"].read_text()
+        os.killpg(first.pid, signal.SIGSTOP)  # A (and its CLI) paused in the middle of a/1
+        stopped_at = time.time()
+        second = worker(root, cli_path, server.url, outs["b"], workflow__lease=FENCE_LEASE)
+        assert wait_for(lambda: server.uses("second") == 1 or second.poll() is not None, 200), outs["b"].read_text()
+        (folder_b,) = root.glob(f".lopen/worktrees/{MODULE}.components/a@*-{second.pid}")
+        written = {name: (folder_b / name).read_text() for name in ("a_1.py", "tests/test_a_1.py")}  # uncommitted
+
+        os.killpg(first.pid, signal.SIGCONT)  # A goes on, and so does its model: its answer comes
+        server.release("first")
+        assert wait_for(lambda: said("a", "this lane stopped and left a alone"), 60), outs["a"].read_text()[-3000:]
+        assert {name: (folder_b / name).read_text() for name in written} == written  # B's work is untouched
+        assert git(folder_b, "status", "--porcelain", "--untracked-files=all").splitlines() == [
+            "?? a_1.py",
+            "?? tests/test_a_1.py",
+        ]
+
+        server.release("second")
+        codes = [second.wait(timeout=200), first.wait(timeout=60)]
+    finally:
+        for process in (first, second):
+            if process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGCONT)
+                    os.killpg(process.pid, signal.SIGKILL)
+    assert codes == [0, 0], "\n\n".join(out.read_text()[-3000:] for out in outs.values())
+
+    records = history(root)
+    claims = [r for r in records if isinstance(r.event, ev.ComponentClaimed) and r.event.component == "a"]
+    assert [c.event.worker.split("/")[0].rsplit(":", 1)[1] for c in claims] == [str(first.pid), str(second.pid)]
+    taken = claims[1]
+    assert taken.event.at >= claims[0].event.lease_until >= stopped_at  # only once A's lease had run out
+    session_a = {e.session_id for e in of(records, ev.SessionStarted) if e.worker.endswith(f":{first.pid}")}
+    runs_a = {e.invocation_id for e in of(records, ev.InvocationStarted) if e.session_id in session_a}
+
+    def about_a(e: ev.Event) -> bool:
+        fields = {k: getattr(e, k, "") for k in ("component", "task_id", "task", "target", "invocation_id")}
+        return (
+            fields["component"] == "a"
+            or fields["target"] == "a"
+            or str(fields["task_id"]).startswith("a/")
+            or str(fields["task"]).startswith("a/")
+            or fields["invocation_id"] in runs_a
+        )
+
+    late = [r.event for r in records if r.version > taken.version and r.event.session_id in session_a]
+    assert not [type(e).__name__ for e in late if about_a(e)]  # A recorded nothing for a after the takeover
+    assert [e.task_id for e in of(records, ev.CommitRecorded) if e.task_id] == ["a/1"]
+    (commit,) = [e for e in of(records, ev.CommitRecorded) if e.task_id]
+    assert commit.session_id not in session_a
+    assert len(of(records, ev.ComponentMerged)) == 1
+    (module,) = [e for e in of(records, ev.OracleVerdictRecorded) if e.scope == "module"]
+    assert module.passed
