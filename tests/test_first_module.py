@@ -253,5 +253,5 @@ def test_the_playbook_page_to_a_complete_run(tmp_path: Path, cli_path: str) -> N
     commits = subprocess.run(
         ["git", "log", "--format=%s", "main..lopen/greet"], cwd=root, capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert len(commits) == 1 and "greet" in commits[0]
+    assert commits == ["feat(greet): Greet by name in core", "docs(greet): research notes"]  # newest first
     assert "test_greet_says_hello" not in done.stderr

@@ -140,7 +140,7 @@ def test_a_token_budget_stops_the_invocation_inside_and_pauses_headless_with_the
     )
     assert f"- cost: ${cost:,.2f}" in shown.stdout, shown.stdout + shown.stderr
     logged = subprocess.run([*LOPEN_RUN[:3], "log", "core/1"], cwd=root, env=env, capture_output=True, text=True)
-    spent = f"spent: {FIRST_CALL:,} tokens, 1 premium requests, ${served_cost(FIRST_USAGE):,.2f} in 1 model calls"
+    spent = f"spent: {FIRST_CALL:,} tokens, 1 premium request, ${served_cost(FIRST_USAGE):,.2f} in 1 model call"
     assert spent in logged.stdout, logged.stdout + logged.stderr
 
 
