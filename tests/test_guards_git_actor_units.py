@@ -1,7 +1,8 @@
 """The Git actor (actors/git.py), one decision at a time, on real repositories and a real SQLite store:
 the messages it commits with, which events it reacts to, a component's own branch (its lane) started at
 the module's tip, merges (a fast-forward, a merge commit of both, a conflict that moves nothing), the
-guard on a lane, sync and retire.
+guard on a lane, sync and retire; a branch moved between runs (brought forward to a recorded merge,
+followed, or put back) and how often a refused record is tried again.
 
 No sleeps: an ask made after an event was published is answered after the actor handled that event.
 """
@@ -864,3 +865,215 @@ def test_a_lane_with_work_after_its_merge_keeps_that_work_when_made_again(world,
     actor.stop()
     world.start(worktree, lane="core").ensure().get()  # the next run
     assert worktree.tip() == second and (worktree.path / "core.py").read_text() == "C = 2\n"
+
+
+# -- a branch moved between runs: brought forward to the history, or followed, or put back -----------------
+
+
+def test_a_recorded_merge_the_module_branch_has_not_followed_is_brought_forward_on_the_next_run(world, module):
+    """A run killed after it recorded a merge, before it moved the branch: the next run moves it (and the
+    worktree's files) to the merge, and re-opens nothing."""
+    write(world.worktree.path / "docs" / "requirements" / MODULE / "RESEARCH.md", "notes\n")
+    before = module.commit_research().get()  # the module branch's own commit, on no branch of the person's
+    actor, worktree = lane(world, "core")  # the only lane, started there
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert module.merge("core").get().sha == tip
+    git(world.worktree.path, "reset", "-q", "--hard", before)  # the branch and files where the kill left them
+    world.start().ensure().get()
+    assert world.worktree.tip() == tip
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"
+    assert world.worktree.dirty_files() == []
+    assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
+    assert world.journal.snapshot().tip == tip
+
+
+def test_a_module_branch_a_person_reset_after_a_merge_is_followed_not_brought_back(world, module):
+    """Lopen's history is past a merge (a commit on top of it); a person resets the branch to the merge:
+    that is the person's move, followed, and the task whose commit is gone is re-opened."""
+    actor, worktree = lane(world, "core")
+    merged = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert module.merge("core").get().sha == merged
+    world.journal.record(ev.TasksRecorded(component="api", tasks=(SERVE,)))
+    write(world.worktree.path / "api.py", "A = 1\n")
+    world.complete("api/1", world.worktree.tree())  # built on the module branch itself
+    committed = module.tip().get()
+    assert committed != merged
+    git(world.worktree.path, "reset", "-q", "--hard", merged)  # a person's reset, between runs
+    world.start().ensure().get()
+    assert world.worktree.tip() == merged
+    (reverted,) = world.events(ev.Reverted)
+    assert (reverted.from_sha, reverted.to_sha) == (committed, merged)
+    assert [e.task_id for e in world.events(ev.TaskReopened)] == ["api/1"]
+
+
+def test_a_module_branch_another_machine_recorded_while_this_one_started_is_fetched_and_followed(
+    world, tmp_path_factory, monkeypatch
+):
+    """Two machines start the module at once: the other's branch and commit are recorded between this one's
+    first look at the history and its own record. The commit is fetched and the branch brought to it — the
+    other machine's work is not taken for a person's reset."""
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    theirs, tree = commit_there(other, BRANCH, "a.py", "A = 1\n")
+    assert lacks(world, theirs)
+    elsewhere = Journal(world.store, world.project, MODULE)
+    real = Worktree.ensure
+    calls: list[int] = []
+
+    def meanwhile(self: Worktree, start_at: str = "") -> tuple[bool, str]:
+        made = real(self, start_at)
+        if not calls:
+            calls.append(1)
+            elsewhere.refresh()
+            elsewhere.record(
+                ev.BranchEnsured(branch=BRANCH, created=True, base=world.base, worktree=str(other)),
+                ev.CommitRecorded(sha=theirs, message="a", tree=tree, parent=world.base, branch=BRANCH),
+            )
+        return made
+
+    monkeypatch.setattr(Worktree, "ensure", meanwhile)
+    world.start(remote=str(bare)).ensure().get()
+    assert world.worktree.tip() == theirs and (world.worktree.path / "a.py").read_text() == "A = 1\n"
+    assert world.events(ev.Reverted) == []
+    assert world.journal.snapshot().tip == theirs
+
+
+def test_a_persons_commit_on_the_module_branch_is_kept_when_a_task_done_again_is_owed(world, module):
+    """core/1 was committed, re-opened and completed again on the same tree (its work was already there),
+    then the run ended before the commit; a person committed on the branch meanwhile. The old commit of
+    core/1 is not the one owed: the person's move is followed, not thrown off as the model's."""
+    write(world.worktree.path / "a.py", "A = 1\n")
+    tree = world.worktree.tree()
+    world.complete("core/1", tree)
+    first = module.tip().get()
+    world.refs[0].stop()  # the run ends: nothing commits what follows
+    world.journal.record(ev.TaskReopened(task_id="core/1", reason="done again"))
+    world.complete("core/1", tree)
+    write(world.worktree.path / "mine.py", "M = 1\n")
+    git(world.worktree.path, "add", "mine.py")
+    git(world.worktree.path, "commit", "-q", "-m", "a person's own commit")
+    mine = git(world.worktree.path, "rev-parse", "HEAD")
+    world.start().ensure().get()
+    assert world.worktree.tip() == mine
+    (reverted,) = world.events(ev.Reverted)
+    assert (reverted.from_sha, reverted.to_sha) == (first, mine)
+    assert world.events(ev.GuardrailTripped) == []
+
+
+def test_a_task_done_again_on_the_same_tree_gets_a_commit_of_its_own(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    tree = world.worktree.tree()
+    world.complete("core/1", tree)
+    first = module.tip().get()
+    world.journal.record(ev.TaskReopened(task_id="core/1", reason="done again"))
+    world.complete("core/1", tree)
+    again = module.tip().get()
+    assert again != first and git(world.root, "rev-parse", f"{again}^") == first
+    last = world.events(ev.CommitRecorded)[-1]
+    assert (last.sha, last.parent, last.task_id) == (again, first, "core/1")
+
+
+def test_a_lane_moved_between_runs_is_put_back_silently_when_a_task_done_again_is_owed(world, module):
+    """As above on a lane: its old commit of core/1 is not the owed one, so the lane is put back where its
+    history says before the commit — and the model is not told it moved it."""
+    actor, worktree = lane(world, "core")
+    first = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    tree = worktree.tree()
+    actor.stop()
+    world.journal.record(ev.TaskReopened(task_id="core/1", reason="done again"))
+    world.complete("core/1", tree)
+    write(worktree.path / "stray.py", "S = 1\n")
+    git(worktree.path, "add", "stray.py")
+    git(worktree.path, "commit", "-q", "-m", "left on the lane")
+    world.start(worktree, lane="core").ensure().get()
+    tip = worktree.tip()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [first]
+    last = world.events(ev.CommitRecorded)[-1]
+    assert (last.sha, last.parent, last.task_id) == (tip, first, "core/1")
+    assert world.events(ev.GuardrailTripped) == []
+
+
+def test_a_merged_lane_given_work_again_is_published_where_it_starts_afresh(world, tmp_path_factory, monkeypatch):
+    """With a remote, the lane started afresh at the module's tip is pushed: another clone makes it there."""
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    core_wt, api_wt = world.lane_worktree("core"), world.lane_worktree("api")
+    core, api = world.start(core_wt, lane="core", remote=str(bare)), world.start(api_wt, lane="api", remote=str(bare))
+    core.ensure().get()
+    api.ensure().get()
+    core_tip = build(world, core, core_wt, "core/1", {"core.py": "C = 1\n"})
+    build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
+    module.merge("core").get()
+    into = module.merge("api").get().sha
+    assert git(bare, "rev-parse", core_wt.branch) == core_tip
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(SIGN, ev.TaskSpec(id="core/2", name="Fix"))))
+    core.stop()
+    world.start(core_wt, lane="core", remote=str(bare)).ensure().get()
+    assert core_wt.tip() == into
+    assert git(bare, "rev-parse", core_wt.branch) == into
+
+
+def test_a_lane_starts_at_the_module_tip_while_the_persons_checkout_has_no_commit_yet(world, module):
+    """The person switched their checkout to a new, empty branch: the lane still starts at the module's tip."""
+    git(world.root, "checkout", "-q", "--orphan", "fresh")
+    _actor, worktree = lane(world, "core")
+    assert worktree.tip() == world.base
+    assert (worktree.path / "app.py").read_text() == "print('v1')\n"
+
+
+def test_the_reasons_of_a_followed_reset_name_the_branch(world, module):
+    write(world.worktree.path / "a.py", "A = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    assert module.tip().get() != world.base  # committed
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # a person's reset, between runs
+    world.start().ensure().get()
+    (reverted,) = world.events(ev.Reverted)
+    assert reverted.reason == f"{BRANCH} was moved outside Lopen"
+    (reopened,) = world.events(ev.TaskReopened)
+    assert (reopened.task_id, reopened.reason) == ("core/1", f"its work is no longer on {BRANCH}")
+
+
+# -- tries, counted --------------------------------------------------------------------------------------
+
+
+def refused_every(world: World, monkeypatch, kind: type[ev.Event]) -> list[int]:
+    """Every record holding a ``kind`` is refused (as when other writers keep coming first); returns the
+    list that counts the tries."""
+    from events.journal import Contradiction
+
+    tries: list[int] = []
+    real = world.journal.record
+
+    def record(*events: ev.Event, **kwargs: object) -> None:
+        if any(isinstance(e, kind) for e in events):
+            tries.append(1)
+            raise Contradiction(events[0], "another writer came first")
+        real(*events, **kwargs)
+
+    monkeypatch.setattr(world.journal, "record", record)
+    return tries
+
+
+def test_a_merge_the_history_keeps_refusing_is_tried_twenty_times(world, module, monkeypatch):
+    from lopen.git import GitError
+
+    actor, worktree = lane(world, "core")
+    build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    tries = refused_every(world, monkeypatch, ev.ComponentMerged)
+    with pytest.raises(GitError):
+        module.merge("core").get()
+    assert len(tries) == 20
+    assert module.tip().get() == world.base
+
+
+def test_a_spec_whose_commit_the_history_keeps_refusing_is_tried_five_times_then_left(world, monkeypatch):
+    spec = world.root / "docs" / "spec.md"
+    write(spec, "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    adopted = actor.tip().get()
+    tries = refused_every(world, monkeypatch, ev.CommitRecorded)
+    write(spec, "# v2\n")
+    actor.adopt_spec().get()
+    assert len(tries) == 5
+    assert actor.tip().get() == adopted  # each refused commit taken back: the branch is where the history says
