@@ -326,7 +326,9 @@ class EventStore:
         stored: list[StoredEvent] = []
         heads = []
         for stream_id, events in by_stream.items():
-            base = self.version(stream_id)
+            # The marker goes in at version 1 whatever is there now: a process that lost the race and
+            # reads the winner's marker here must collide with it, not append after it.
+            base = 0 if stream_id == marker else self.version(stream_id)
             topics = [self.codec.topic(e) for e in events]
             link = self._link_after(stream_id, base, base)
             assert link is not None

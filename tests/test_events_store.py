@@ -610,6 +610,23 @@ class StoreContract(BackendFixtures):
         assert len(list(store.read_all())) == 2 * len(legacy) + 1
         assert store.version(AUTH) == len(legacy) and store.version("meta:legacy-migrated") == 1
 
+    def test_a_migration_that_lost_the_race_after_its_check_copies_nothing(
+        self, store: EventStore, connect: Connect, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """CI: the loser checked the marker before the winner committed and read the streams after, so it
+        appended its copies after the winner's (marker at version 2): the history was copied twice."""
+        legacy = write_legacy(store)
+        loser = connect()
+        checked = loser.version("meta:legacy-migrated")
+        assert checked == 0
+        real = loser.version
+        stale = [checked]  # the check happened before the winner's commit; every later read is live
+        monkeypatch.setattr(loser, "version", lambda stream_id: stale.pop() if stale else real(stream_id))
+        assert store.migrate_legacy("proj") == len(legacy)
+        assert loser.migrate_legacy("proj") == 0
+        assert len(list(store.read_all())) == 2 * len(legacy) + 1
+        assert store.version(AUTH) == len(legacy) and store.version("meta:legacy-migrated") == 1
+
     def test_a_new_store_is_not_migrated(self, store: EventStore) -> None:
         store.append(AUTH, [ev.SessionStarted(session_id="auth-20261126-1")])
         assert store.migrate_legacy(PROJECT) == 0

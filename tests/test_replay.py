@@ -327,7 +327,7 @@ def test_replay_streams_page_by_page(tmp_path: Path) -> None:
         records = session_records(store, story.PROJECT, sid)
         view = TextView(80)
         first = next(records)
-        assert view.render(first)[-1].startswith("00:") is False and "SessionStarted" in view.render(first)[-1]
+        assert "SessionStarted" in view.render(first)[-1]
         assert len(pages) == 1
         assert sum(1 for _ in records) == 5000 and len(pages) == 6
 
