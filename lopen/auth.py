@@ -278,7 +278,7 @@ async def _cli_session(path: str, env: dict[str, str], action: Callable[[Any], A
             raise LopenError(
                 f"the Copilot CLI at {path} did not start",
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                "run bin/setup to reinstall it, or `lopen doctor` to diagnose",
+                "run `lopen setup` to reinstall it, or `lopen doctor` to diagnose",
             ) from exc
         return await action(client)
 

@@ -14,7 +14,6 @@ os.environ.setdefault("TYPER_USE_RICH", "0")
 
 import typer
 
-from lopen import __version__
 from lopen.cli import workflow
 from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
@@ -25,6 +24,7 @@ from lopen.cli.modules import modules
 from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
+from lopen.cli.setup_cmd import setup
 from lopen.cli.spec import spec_app
 from lopen.cli.trace import trace
 from lopen.cli.tui_cmd import tui_app
@@ -42,7 +42,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"lopen {__version__}")
+        from lopen.app.setup import versions
+
+        typer.echo(versions())
         raise typer.Exit()
 
 
@@ -93,6 +95,7 @@ spec_app.command("approve")(workflow.approve)
 spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)
 app.command("doctor")(doctor)
+app.command("setup")(setup)
 app.command("revert")(revert)
 app.command("verify")(verify)
 app.command("mcp")(mcp)
