@@ -364,7 +364,7 @@ def start_run(
                 "Lopen plans and builds only from a specification a person has approved (the human gate)",
                 f"review docs/requirements/{module}/SPECIFICATION.md, then run `lopen spec approve {module}`",
             )
-    warnings = preflight(settings, drafting=drafting)
+    warnings = preflight(settings, drafting=drafting, root=root)
     ensure_lopen_dir(root)
     return Start(kind="draft" if drafting else "run", warnings=warnings, **base)
 
@@ -378,9 +378,20 @@ def start_worker(project: Project, module: str, parallel: int | None = None) -> 
     queries.valid_module(module)
     require_ready(project.root)
     settings = settings_for_run(project.root, None, None, True, parallel)
-    warnings = preflight(settings, drafting=False)
+    warnings = preflight(settings, drafting=False, root=project.root)
     ensure_lopen_dir(project.root)
     return Start(kind="run", module=module, root=project.root, settings=settings, tui=False, warnings=warnings)
+
+
+def model_warnings(root: Path | None, key: str, value: object) -> list[str]:
+    """``lopen config set models.<role> <name>``: the names that may not be models (checked against the
+    provider's list from the last check, else Lopen's price table), each with a "did you mean"."""
+    from lopen.auth import model_name_warning
+
+    if not key.startswith("models."):
+        return []
+    names = value if isinstance(value, list | tuple) else [value]
+    return [w for w in (model_name_warning(root, key, str(n)) for n in names) if w]
 
 
 def refuse_existing_spec(project: Project, module: str) -> None:

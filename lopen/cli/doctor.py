@@ -204,8 +204,12 @@ def doctor() -> None:
     status: list[AuthStatus] = []
 
     def credentials() -> Check:
+        from lopen.auth import remember_models
+
         check, found = check_credentials(settings)
         status.append(found)
+        if root is not None:
+            remember_models(root, found)  # `lopen config set models.*` checks names against it
         return check
 
     checks: list[Callable[[], Check | None]] = [
