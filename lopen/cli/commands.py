@@ -21,6 +21,7 @@ from lopen.cli.doctor import doctor
 from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
+from lopen.cli.pr_cmd import pr
 from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
@@ -97,6 +98,7 @@ app.command("modules")(modules)
 app.command("doctor")(doctor)
 app.command("setup")(setup)
 app.command("revert")(revert)
+app.command("pr")(pr)
 app.command("verify")(verify)
 app.command("mcp")(mcp)
 app.command("trace")(trace)

@@ -173,6 +173,15 @@ class Git(_Section):
             allowed="empty, or the name or URL of a git remote",
         ),
     ] = ""
+    pr_remote: Annotated[
+        str,
+        _doc(
+            'The git remote `lopen pr` pushes lopen/<module> to and proposes it on; "" = git.remote when set, '
+            "else origin.",
+            pattern=r"^([^\s]+)?$",
+            allowed="empty, or the name or URL of a git remote",
+        ),
+    ] = ""
 
 
 class ToolDiscipline(_Section):
