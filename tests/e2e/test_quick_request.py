@@ -134,3 +134,45 @@ def test_without_yes_and_without_a_terminal_only_the_draft_is_recorded(tmp_path,
     assert state.approval is None and not state.planned
     assert "SpecApproved" not in kinds
     assert git(root, "log", "--format=%s", f"main..lopen/{MODULE}") == ""  # nothing committed
+
+
+def test_on_a_terminal_the_draft_is_shown_and_a_no_builds_nothing(tmp_path, cli_path, scripted):
+    import os
+    import pty
+    import selectors
+    import time
+
+    server = scripted(load_playbook(PLAYBOOK))
+    root = fresh_repository(tmp_path / "project")
+    env = environment(tmp_path, cli_path, server.url)
+    controller, terminal = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "lopen", "do", REQUEST],
+        cwd=root,
+        env=env,
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    os.close(terminal)
+    shown = b""
+    deadline = time.monotonic() + 120
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(child.stdout, selectors.EVENT_READ)
+        while b"[y/N]" not in shown and time.monotonic() < deadline:  # the question, then the answer
+            if waiting.select(timeout=deadline - time.monotonic()):
+                chunk = os.read(child.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                shown += chunk
+    os.write(controller, b"n\n")
+    rest, errors = child.communicate(timeout=60)
+    os.close(controller)
+    out = (shown + rest).decode()
+
+    assert child.returncode == 2, out + errors.decode()
+    assert f"Approve this specification and build it on lopen/{MODULE}? [y/N]" in out
+    assert out.index("[GREET-01]") < out.index("[y/N]")  # the draft is shown before the question
+    assert "you did not approve it" in errors.decode()
+    assert {r.rule for r in server.chat_requests} == {"draft-quick"}
+    assert git(root, "log", "--format=%s", f"main..lopen/{MODULE}") == ""
