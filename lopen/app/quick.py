@@ -129,8 +129,8 @@ def unapproved(drafted: Drafted, why: str) -> InterventionRequired:
     return InterventionRequired(
         f"the drafted specification of {m} is not approved, so nothing was built",
         why,
-        f"run again with --yes to approve it unread, or review {drafted.spec}, then `lopen spec approve {m}` "
-        f"and `lopen run {m}`",
+        f"review docs/requirements/{m}/SPECIFICATION.md, then `lopen spec approve {m}` and `lopen run {m}` "
+        "(which plans it as any module); or ask again with --yes, which approves a new draft without asking",
     )
 
 
