@@ -17,6 +17,7 @@ import typer
 from lopen.cli import workflow
 from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
+from lopen.cli.do_cmd import do
 from lopen.cli.doctor import doctor
 from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
@@ -88,6 +89,7 @@ def _tui_setting() -> bool:
 
 app.command("init")(init)
 app.command("run")(workflow.run)
+app.command("do")(do)
 app.command("plan")(workflow.plan)
 app.command("build")(workflow.build)
 app.command("demo")(workflow.demo)
