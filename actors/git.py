@@ -138,6 +138,8 @@ class GitActor(pykka.ThreadingActor):
             )
         self._follow_branch()
         self.settle()
+        if self.worktree.tip():
+            self.worktree.sync_index()  # a run killed after a commit, before its reset
         self.adopt_spec()
         if made:
             self._publish()
@@ -189,6 +191,8 @@ class GitActor(pykka.ThreadingActor):
                     )
                 )
         self.settle()
+        if self.worktree.tip():
+            self.worktree.sync_index()  # a run killed after a commit, before its reset
         return self.worktree.branch
 
     def _have(self, sha: str, branch: str = "") -> None:

@@ -1093,3 +1093,17 @@ def test_a_module_branch_made_before_lopen_is_built_on_where_it_is(world):
     assert [(e.created, e.base) for e in ensured] == [(False, theirs)]
     assert world.events(ev.Reverted) == []
     assert world.worktree.tip() == theirs and (world.worktree.path / "theirs.py").is_file()
+
+
+def test_a_run_killed_between_a_task_commit_and_its_reset_leaves_a_worktree_whose_status_is_clean(world, module):
+    """Issue 21 (low): SIGKILL right after a task commit — the branch holds the commit, the worktree's own
+    index still the tree before it, so `git status` there showed the task's files as deleted and
+    untracked. The next run's actor brings the index to the tip (the files are left as they are)."""
+    write(world.worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    tip = module.settle().get()  # committed; the kill comes before reset_to_tip
+    assert "Lopen-Task: core/1" in git(world.worktree.path, "log", "-1", "--format=%B")
+    assert git(world.worktree.path, "status", "--porcelain") != ""  # what the person saw
+    world.start().ensure().get()  # the next run
+    assert git(world.worktree.path, "status", "--porcelain") == ""
+    assert world.worktree.tip() == tip and (world.worktree.path / "core.py").read_text() == "C = 1\n"

@@ -598,6 +598,12 @@ class Worktree:
         spec = f"{'+' if force else ''}{self.ref}:{self.ref}"
         git(self.repo_root, "push", "-q", remote, spec, timeout=300)  # from the user's checkout: its ssh setup
 
+    def sync_index(self) -> None:
+        """The worktree's own index becomes its HEAD (files untouched): after a run killed between a
+        commit and the reset that follows it, `git status` there shows the work as committed, not as
+        deleted and untracked. Lopen never stages there (its trees come from a private index)."""
+        self._git("reset", "-q")
+
     def reset_to(self, sha: str) -> None:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
         self._git("reset", "-q", "--hard", sha)
