@@ -288,9 +288,12 @@ def test_a_url_request_follows_allow_urls(project):
 
 def test_mcp_memory_hooks_and_unknown_tools_are_refused(project):
     p = policy(project)
-    mcp = request("mcp", readOnly=True, serverName="github", toolName="get_issue", toolTitle="Get issue")
+    mcp = request("mcp", readOnly=True, serverName="github", toolName="github-get_issue", toolTitle="Get issue")
     assert decide(p, mcp) == Decision(
-        "mcp", "github/get_issue", False, "MCP servers are not available in Lopen's sessions"
+        "mcp",
+        "github/get_issue",
+        False,
+        "github is not one of this session's MCP servers (mcp.servers: task and verification sessions)",
     )
     assert not decide(p, request("memory", fact="the user likes tabs")).allowed
     assert not decide(p, request("hook", toolName="bash")).allowed
@@ -346,3 +349,25 @@ def test_the_engine_builds_the_sandbox_from_the_settings(project):
         worktree=str(project.worktree),
     )
     assert config.lopen_dir == str(project.lopen)
+
+
+def test_an_mcp_tool_is_allowed_only_when_its_server_lists_it(project):
+    """The CLI names the tool <server>-<tool> in the request; mcp.servers lists it bare, or * for all."""
+    sandbox = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree))
+    p = policy_for(
+        sandbox,
+        cwd=str(project.worktree),
+        temp_dir=str(project.root.parent / "model-tmp"),
+        mcp={"docs": ("search",), "tracker": ("*",)},
+    )
+
+    def call(server: str, tool: str) -> Decision:
+        asked = request("mcp", readOnly=False, serverName=server, toolName=f"{server}-{tool}", toolTitle=tool)
+        return decide(p, asked)
+
+    assert call("docs", "search") == Decision("mcp", "docs/search", True, "listed in mcp.servers.docs.tools")
+    assert call("docs", "delete_page") == Decision(
+        "mcp", "docs/delete_page", False, "delete_page is not listed in mcp.servers.docs.tools"
+    )
+    assert call("tracker", "close_issue").allowed
+    assert not call("github", "get_issue").allowed

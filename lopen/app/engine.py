@@ -37,6 +37,7 @@ from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
 from lopen.copilot.home import forget_stale_homes, private_home
 from lopen.copilot.locate import find_cli
+from lopen.copilot.mcp_servers import session_servers
 from lopen.copilot.results import StreamEvent
 from lopen.errors import InterventionRequired, LopenError
 from lopen.git import Worktree, who
@@ -112,6 +113,7 @@ def gateway_config(
         copilot_home=str(private_home(root)) if provider.base_url else "",
         forget_home=bool(provider.base_url),
         sandbox=sandbox,
+        mcp_servers=session_servers(settings.mcp.servers),
     )
 
 

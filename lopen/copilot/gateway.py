@@ -86,6 +86,9 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     sandbox: SandboxConfig | None = None
     # The SDK's TelemetryConfig (lopen.telemetry.copilot_telemetry): the CLI exports its own spans.
     telemetry: dict[str, Any] | None = None
+    # The user's MCP servers (lopen.copilot.mcp_servers.session_servers: the SDK's mcp_servers, secrets
+    # expanded), given to the sessions whose request asks for them (InvocationRequest.mcp).
+    mcp_servers: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 class Cancel:
@@ -243,7 +246,10 @@ class Gateway:
 
         sandbox = self._sandbox
         provider = self.config.provider
-        register_secrets(environment.known_secrets(os.environ, [provider.api_key] if provider else []))
+        from lopen.copilot.mcp_servers import secrets_of
+
+        known = [*([provider.api_key] if provider else []), *secrets_of(self.config.mcp_servers)]
+        register_secrets(environment.known_secrets(os.environ, known))
         self.protection = kernel.detect(sandbox.mode)
         self._temp_dir = sandbox.temp_dir
         if not self._temp_dir:
@@ -264,10 +270,12 @@ class Gateway:
         """The sandbox's one way out (bubblewrap): Lopen's proxy, allowing the model provider and
         ``sandbox.allow_network``, on a Unix socket in a private folder of Lopen's temp; started
         on the loop by ``_start``."""
+        from lopen.copilot.mcp_servers import network_services
         from lopen.sandbox import network
         from lopen.sandbox.proxy import NetworkProxy
 
         services = [str((self.config.telemetry or {}).get("otlp_endpoint") or "")]  # the CLI's own spans
+        services += network_services(self.config.mcp_servers)  # the user's HTTP MCP servers
         services = [url for url in services if url]
         rules = network.default_rules(provider_base_url) + [network.parse(p) for p in sandbox.allow_network]
         rules += [rule for rule in map(network.provider_rule, services) if rule is not None]
@@ -324,6 +332,7 @@ class Gateway:
         """The session's permission handler: Lopen's policy (lopen.sandbox.policy), every decision
         emitted as a PermissionDecision. Returns ``(handler, observer)``: the observer, registered
         with ``session.on``, tells the handler which sub-agent asked."""
+        from lopen.copilot.mcp_servers import allowed_tools
         from lopen.sandbox.policy import permission_handler, policy_for
 
         policy = policy_for(
@@ -332,6 +341,7 @@ class Gateway:
             temp_dir=self._temp_dir,
             tools=[t.name for t in tools],
             confinement=self.protection.confinement if self.protection else "none",
+            mcp=allowed_tools(self._mcp_servers(request)),
         )
         askers = _Askers()
 
@@ -464,7 +474,8 @@ class Gateway:
         run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens, request.budget))
         begun = time.monotonic()
         session = None
-        options = session_options(request, [t.name for t in tools])
+        mcp_servers = self._mcp_servers(request)
+        options = session_options(request, [t.name for t in tools], mcp_servers)
         on_permission, permission_asker = self._permission_handler(request, tools, emit)
         if ask is not None:
 
@@ -483,6 +494,7 @@ class Gateway:
                 infinite_sessions={"enabled": False},
                 provider=self._provider_dict(),
                 session_id=_session_id(request.conversation_id, len(attempts) + 1),
+                mcp_servers=mcp_servers or None,
                 **options,
             )
             session.on(permission_asker)
@@ -508,6 +520,10 @@ class Gateway:
             Attempt(model=model, error=run.error, cli_retries=run.cli_retries, duration=time.monotonic() - begun)
         )
         return run.result()
+
+    def _mcp_servers(self, request: InvocationRequest) -> dict[str, dict[str, Any]]:
+        """The user's MCP servers this session gets: all of them when the request asks, else none."""
+        return self.config.mcp_servers if request.mcp else {}
 
     async def _dispose(self, session: Any) -> None:
         session_id = session.session_id

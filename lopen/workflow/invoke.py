@@ -50,7 +50,7 @@ from lopen.workflow.evidence import VERIFY_TESTS, hooks
 from lopen.workflow.models import premium_for_call
 from lopen.workflow.prices import call_cost, price_of, prices
 from lopen.workflow.prompts import GUIDANCE, PromptContext, system_message, user_prompt
-from lopen.workflow.steps import CLI_TOOLS, URL_TOOL, Kind, phase_of, toolset
+from lopen.workflow.steps import CLI_TOOLS, MCP_KINDS, URL_TOOL, Kind, phase_of, toolset
 
 RESULT_SUMMARY = 300
 # The document context each kind of invocation gets (lopen.documents.context): a component's
@@ -209,6 +209,7 @@ class Invoker:
             guidance=GUIDANCE if builder else "",
             traceparent=self.traceparent(invocation_id) if self.traceparent else "",
             conversation_id=invocation_id,
+            mcp=kind in MCP_KINDS and bool(self.settings.mcp.servers),
         )
         try:
             self.journal.record(

@@ -64,6 +64,11 @@ TOOLSETS: dict[Kind, tuple[str, ...]] = {
 }
 
 
+# The kinds whose sessions get the user's MCP servers (mcp.servers): the model's building and its checks of
+# what it built. Never the oracle (it judges from the spec and the tree alone), nor the spec's, research's
+# or planning's: what they produce must follow from the approved spec and the recorded research.
+MCP_KINDS: frozenset[Kind] = frozenset({Kind.TASK, Kind.COMPONENT_VERIFICATION, Kind.MODULE_VERIFICATION})
+
 # The Copilot CLI's own tools each kind is offered (copilot.builder_prompt): reading for planning and
 # verification and research, files and a shell for writing; never sub-agents, skills or the SQL todo list (Lopen
 # keeps the plan), never a question to a person (nobody answers a headless invocation).
