@@ -16,8 +16,10 @@ Stream ids are stored as text originator ids (``session:<id>``, ``module:<name>`
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -128,10 +130,13 @@ class Backend:
         self.events: EventRecorder = events
         self.views: ViewRecorder = views
         self._datastore = datastore
+        self.snapshot = ""  # a private copy's folder when the store's own folder is read-only (open_snapshot)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._datastore.close()
+        if self.snapshot:
+            shutil.rmtree(self.snapshot, ignore_errors=True)
 
 
 def open_backend(root: Path, url: str = "") -> Backend:
@@ -201,6 +206,35 @@ def os_diagnosis(folder: Path) -> str:
     if limit != resource.RLIM_INFINITY:
         notes.append(f"file size limit (ulimit -f) {limit:,} bytes")
     return "; ".join(notes)
+
+
+READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def read_only_folder(exc: StoreWriteError) -> bool:
+    """``exc`` says the store's folder or file cannot be written (permissions, a read-only mount) —
+    not a full disk or an I/O error."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in READ_ONLY_ERRNOS
+
+
+def open_snapshot(path: Path) -> Backend:
+    """A private copy of the SQLite store at ``path`` — the file and its write-ahead log — opened in
+    a temporary folder that goes with the backend: for reading a store whose folder cannot be
+    written (SQLite in WAL mode cannot open a database read-only without writing its ``-shm`` file
+    beside it). What the copy shows is the store as it was when copied; nothing is written back."""
+    folder = tempfile.mkdtemp(prefix="lopen-snapshot-")
+    try:
+        copy = Path(folder) / path.name
+        shutil.copyfile(path, copy)
+        if os.path.exists(f"{path}-wal"):
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        backend = open_sqlite(copy)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    backend.location, backend.path, backend.snapshot = str(path), path, folder
+    return backend
 
 
 def open_sqlite(path: Path) -> Backend:

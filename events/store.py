@@ -40,7 +40,16 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from events.backends import Backend, Head, RawEvent, open_backend, os_diagnosis, quarantine
+from events.backends import (
+    Backend,
+    Head,
+    RawEvent,
+    open_backend,
+    open_snapshot,
+    os_diagnosis,
+    quarantine,
+    read_only_folder,
+)
 from events.bus import Bus, Subscription
 from events.catalogue import Event
 from events.chain import chain, digest, genesis
@@ -79,13 +88,22 @@ class EventStore:
         self._identity = _file_identity(backend.path)
 
     @classmethod
-    def open(cls, root: Path, url: str = "") -> EventStore:
-        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend."""
+    def open(cls, root: Path, url: str = "", *, read_only: bool = False) -> EventStore:
+        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend.
+
+        ``read_only`` (commands that only read): a SQLite store whose folder cannot be written — a
+        read-only ``.lopen``, a read-only mount — is read from a private copy (:func:`open_snapshot`)
+        instead of failing; what such a caller writes (projections, a migration) stays in the copy."""
         root = Path(root).resolve()
         path = root / Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
         path = path or (None if url else root / ".lopen" / "store.sqlite")
         try:
-            backend = open_backend(root, url)
+            try:
+                backend = open_backend(root, url)
+            except StoreWriteError as exc:
+                if not (read_only and path is not None and path.is_file() and read_only_folder(exc)):
+                    raise
+                backend = open_snapshot(path)
         except (PersistenceError, sqlite3.Error) as exc:
             raise _translate(exc, "open", str(path or url), path) from exc
         return cls(backend, root)
