@@ -461,16 +461,64 @@ class SQLiteViewRecorder(SQLiteTrackingRecorder):
                 self._insert_tracking(c, Tracking(name, position))
 
 
+def rescue(path: Path, how: str) -> Path | None:
+    """Save the store this process still holds open after its file at ``path`` was deleted or replaced
+    (``how``): the open descriptors of the old file and its write-ahead log (``/proc/self/fd``, Linux)
+    are copied to ``.lopen/corrupted/store.sqlite-<how>-<UTC time>`` and the log folded into it, so the
+    copy holds every event committed until then. None when nothing could be saved."""
+    held = _open_copies(path)
+    if not held.get(""):
+        return None
+    dest = _aside(path.parent / "corrupted", f"{path.name}-{how}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        for suffix, fd in held.items():
+            with open(f"/proc/self/fd/{fd}", "rb") as source, open(f"{dest}{suffix}", "xb") as target:
+                shutil.copyfileobj(source, target)
+        with contextlib.closing(sqlite3.connect(dest)) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                raise sqlite3.DatabaseError("the saved copy does not pass quick_check")
+    except (OSError, sqlite3.Error):
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{dest}{suffix}")
+        return None
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.unlink(f"{dest}{suffix}")
+    return dest
+
+
+def _open_copies(path: Path) -> dict[str, int]:
+    """This process's descriptors of the deleted ``path`` (``""``) and its ``-wal``, by suffix."""
+    wanted = {f"{path} (deleted)": "", f"{path}-wal (deleted)": "-wal"}
+    found: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                suffix = wanted.get(os.readlink(f"/proc/self/fd/{name}"))
+                if suffix is not None and suffix not in found:
+                    found[suffix] = int(name)
+    return found
+
+
+def _aside(folder: Path, name: str) -> Path:
+    """A new path ``folder/<name>-<UTC time>[-n]`` that does not exist yet."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = folder / f"{name}-{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = folder / f"{name}-{stamp}-{n}"
+    return dest
+
+
 def quarantine(path: Path) -> Path:
     """Move a damaged store file (and its -wal/-shm) to ``.lopen/corrupted/``; never delete it."""
     folder = path.parent / "corrupted"
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    dest = folder / f"{path.name}-{stamp}"
-    n = 1
-    while dest.exists():
-        n += 1
-        dest = folder / f"{path.name}-{stamp}-{n}"
+    dest = _aside(folder, path.name)
     for suffix in ("", "-wal", "-shm"):
         source = Path(f"{path}{suffix}")
         if source.exists():

@@ -49,6 +49,7 @@ from events.backends import (
     os_diagnosis,
     quarantine,
     read_only_folder,
+    rescue,
 )
 from events.bus import Bus, Subscription
 from events.catalogue import Event
@@ -244,12 +245,20 @@ class EventStore:
         (a check per step costs what was appended since the last one), plus the first and that one."""
         path = self.backend.path
         if path is not None and _file_identity(path) != self._identity:
-            gone = not path.exists()
+            how = "replaced" if path.exists() else "deleted"
+            saved = rescue(path, how) if not self.backend.snapshot else None
+            if saved is not None:
+                why = f"Lopen still had it open and saved every event recorded until now to {saved}"
+                fix = f"stop here: find what touched .lopen/ (Lopen keeps the model out of it); move {saved} to {path}"
+            else:
+                why = "every event recorded so far lived in that file, and Lopen could not save a copy of it"
+                fix = "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file "
+                fix += "from a backup if you have one — without one, the next command starts with "
+                fix += "the file now there" if how == "replaced" else "a fresh, empty store"
+            if how == "replaced" and saved is not None:
+                fix += " (after moving the file now there out of the way)"
             raise StoreTampered(
-                f"the event store {path} was {'deleted' if gone else 'replaced'} while Lopen was running",
-                "every event recorded so far lives in that file; whatever removed it was not Lopen",
-                "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file from "
-                f"{path.parent / 'corrupted'} or a backup if you have one",
+                f"the event store {path} was {how} while Lopen was running; whatever did it was not Lopen", why, fix
             )
         if stream_id is None or version is None:
             return

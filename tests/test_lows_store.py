@@ -17,6 +17,7 @@ import pytest
 from test_events_cli import PROJECT, new_project
 
 from events import catalogue as ev
+from events.errors import StoreTampered
 from events.journal import Journal
 from events.recorded import module_stream
 from events.store import EventStore
@@ -106,3 +107,35 @@ def test_a_read_only_lopen_folder_still_answers_the_commands_that_read(tmp_path:
         lopen_dir.chmod(0o700)
     assert sorted(p.name for p in lopen_dir.iterdir()) == before  # nothing written beside the store
     assert not list((root.parent / "tmp").glob("lopen-snapshot-*"))  # the private copies are gone
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_store_deleted_under_lopen_is_saved_where_the_message_says(tmp_path: Path, how: str) -> None:
+    """The fix line used to name a `.lopen/corrupted` copy that did not exist: now the store Lopen still
+    holds open is saved there, every event in it, and the message names that very file."""
+    root = with_a_session(tmp_path / "project")
+    path = root / ".lopen" / "store.sqlite"
+    store = EventStore.open(root)
+    try:
+        stream = module_stream(PROJECT, "auth")
+        store.append(stream, [ev.ProgressReported(progress="the last event before the deletion")])
+        held = store.version(stream)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        if how == "replaced":
+            EventStore.open(root).close()  # a fresh, empty store where the old one was
+        with pytest.raises(StoreTampered) as caught:
+            store.check_intact(stream, held)
+    finally:
+        store.close()
+    error = caught.value
+    assert f"the event store {path} was {how} while Lopen was running" in error.what
+    saved = list((root / ".lopen" / "corrupted").glob(f"store.sqlite-{how}-*"))
+    assert len(saved) == 1 and str(saved[0]) in error.why and f"move {saved[0]} to {path}" in error.how
+    # the saved copy is the whole store: put back, every event of the session reads again
+    path.unlink(missing_ok=True)
+    saved[0].rename(path)
+    with EventStore.open(root) as back:
+        events = [r.event for r in back.read_stream(module_stream(PROJECT, "auth"))]
+    assert isinstance(events[-1], ev.ProgressReported) and len(events) == held
+    assert "SessionPaused" in lopen(root, "replay", SESSION).stdout
