@@ -139,3 +139,41 @@ def test_a_store_deleted_under_lopen_is_saved_where_the_message_says(tmp_path: P
         events = [r.event for r in back.read_stream(module_stream(PROJECT, "auth"))]
     assert isinstance(events[-1], ev.ProgressReported) and len(events) == held
     assert "SessionPaused" in lopen(root, "replay", SESSION).stdout
+
+
+def test_a_second_clone_is_told_where_the_commits_are_not_to_look_at_an_empty_branch(tmp_path: Path) -> None:
+    """Issue 21: a clone sharing the store (another machine's work) was told "see it with `git log
+    lopen/<module>`" where that branch had no commits. A real repository; the store records a module
+    completed with a commit made elsewhere."""
+    from lopen.app.engine import completed, worktree_for
+    from lopen.config import Settings
+
+    root = tmp_path / "clone"
+    root.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "init"]):
+        subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@e.x", *args], cwd=root, check=True)
+    here = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    (root / ".lopen").mkdir()
+    with EventStore.open(root) as store:
+        journal = Journal(store, PROJECT, "auth")
+        journal.open_session(ev.SessionStarted(lopen_version="0.1.0"), date(2026, 11, 26))
+        journal.record(
+            ev.ComponentsRecorded(components=(ev.ComponentSpec(name="tokens"),)),
+            ev.TasksRecorded(
+                component="tokens", tasks=(ev.TaskSpec(id="tokens/1", name="A"), ev.TaskSpec(id="tokens/2", name="B"))
+            ),
+            *(
+                ev.TaskStatusChanged(task_id=t, from_state=a, to_state=b, tree="t")
+                for t in ("tokens/1", "tokens/2")
+                for a, b in (("pending", "in-progress"), ("in-progress", "complete"))
+            ),
+        )
+        elsewhere = "1234567" * 5 + "89abc"
+        journal.record(ev.CommitRecorded(sha=elsewhere, message="feat: done", task_id="tokens/1", tree="t"))
+        worktree = worktree_for(root, "auth", Settings())
+        said = completed(journal, worktree, "origin")
+        assert "See it with `git log lopen/auth`" not in said
+        assert "made in another clone that shares this store: lopen/auth has no commits here" in said
+        assert "Get them with `git fetch origin lopen/auth:lopen/auth`" in said
+        journal.record(ev.CommitRecorded(sha=here, message="feat: here", task_id="tokens/2", tree="t"))
+        assert "See it with `git log lopen/auth`" in completed(journal, worktree)  # the commits are here
