@@ -40,7 +40,17 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from events.backends import Backend, Head, RawEvent, open_backend, os_diagnosis, quarantine
+from events.backends import (
+    Backend,
+    Head,
+    RawEvent,
+    open_backend,
+    open_snapshot,
+    os_diagnosis,
+    quarantine,
+    read_only_folder,
+    rescue,
+)
 from events.bus import Bus, Subscription
 from events.catalogue import Event
 from events.chain import chain, digest, genesis
@@ -79,13 +89,22 @@ class EventStore:
         self._identity = _file_identity(backend.path)
 
     @classmethod
-    def open(cls, root: Path, url: str = "") -> EventStore:
-        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend."""
+    def open(cls, root: Path, url: str = "", *, read_only: bool = False) -> EventStore:
+        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend.
+
+        ``read_only`` (commands that only read): a SQLite store whose folder cannot be written — a
+        read-only ``.lopen``, a read-only mount — is read from a private copy (:func:`open_snapshot`)
+        instead of failing; what such a caller writes (projections, a migration) stays in the copy."""
         root = Path(root).resolve()
         path = root / Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
         path = path or (None if url else root / ".lopen" / "store.sqlite")
         try:
-            backend = open_backend(root, url)
+            try:
+                backend = open_backend(root, url)
+            except StoreWriteError as exc:
+                if not (read_only and path is not None and path.is_file() and read_only_folder(exc)):
+                    raise
+                backend = open_snapshot(path)
         except (PersistenceError, sqlite3.Error) as exc:
             raise _translate(exc, "open", str(path or url), path) from exc
         return cls(backend, root)
@@ -226,12 +245,20 @@ class EventStore:
         (a check per step costs what was appended since the last one), plus the first and that one."""
         path = self.backend.path
         if path is not None and _file_identity(path) != self._identity:
-            gone = not path.exists()
+            how = "replaced" if path.exists() else "deleted"
+            saved = rescue(path, how) if not self.backend.snapshot else None
+            if saved is not None:
+                why = f"Lopen still had it open and saved every event recorded until now to {saved}"
+                fix = f"stop here: find what touched .lopen/ (Lopen keeps the model out of it); move {saved} to {path}"
+            else:
+                why = "every event recorded so far lived in that file, and Lopen could not save a copy of it"
+                fix = "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file "
+                fix += "from a backup if you have one — without one, the next command starts with "
+                fix += "the file now there" if how == "replaced" else "a fresh, empty store"
+            if how == "replaced" and saved is not None:
+                fix += " (after moving the file now there out of the way)"
             raise StoreTampered(
-                f"the event store {path} was {'deleted' if gone else 'replaced'} while Lopen was running",
-                "every event recorded so far lives in that file; whatever removed it was not Lopen",
-                "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file from "
-                f"{path.parent / 'corrupted'} or a backup if you have one",
+                f"the event store {path} was {how} while Lopen was running; whatever did it was not Lopen", why, fix
             )
         if stream_id is None or version is None:
             return

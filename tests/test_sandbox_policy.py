@@ -233,7 +233,41 @@ def test_without_a_kernel_sandbox_shell_commands_naming_protected_paths_are_refu
 @pytest.mark.parametrize(
     "command",
     [
+        "echo '{{}}' > ./x/../../../config.json",
+        "echo '{{}}' > $PWD/../../config.json",
+        "echo '{{}}' > ${{PWD}}/../../config.json",
+        "cd {root} && echo '{{}}' > .lopen/config.json",
+        "echo '{{}}' > {root}/.lopen/conf*.json",
+        "bash -c 'echo {{}} > ../../config.json'",
+        "sh -c \"bash -c 'echo {{}} > ../../config.json'\"",
+        "eval 'echo {{}} > ../../config.json'",
+        "D=../..; echo '{{}}' > $D/config.json",
+        "export D={root}/.lopen; cp /dev/null ${{D}}/config.json",
+        "D=../.. sh -c 'echo {{}} > $D/config.json'",
+        "python3 -c \"open('../../config.json', 'w').write('{{}}')\"",
+        "python3 - <<'EOF'\nopen('{root}/.lopen/config.json', 'w').write('{{}}')\nEOF",
+        "node -e \"require('fs').writeFileSync('../../config.json', '{{}}')\"",
+        "perl -e 'open(F, \">../../config.json\")'",
+    ],
+)
+def test_without_a_kernel_sandbox_lopens_config_is_refused_by_any_name(project, command):
+    """Issue 21: in policy mode the model wrote `.lopen/config.json` by an obfuscated path. The worktree
+    is `.lopen/worktrees/<module>`, so `../../config.json` is Lopen's configuration."""
+    (project.worktree / "link").unlink(missing_ok=True)
+    (project.worktree / "link").symlink_to(project.lopen)
+    for text in (command.format(root=project.root), "echo '{}' > link/config.json"):
+        decision = decide(policy(project), shell(text))
+        assert not decision.allowed, (text, decision)
+        assert str(project.lopen / "config.json") in decision.reason, decision
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         "python -m pytest -q",
+        "python3 -c \"import json; print(json.load(open('package.json'))['name'])\"",
+        "bash -c 'echo hi > out.txt' && D=src; mkdir -p $D && echo x > $D/a.py",
+        "awk -F/ '{{print $1}}' notes.txt; echo 'a/b c/d' | tr '/' '-'",
         "mkdir -p src/pkg && echo 'x = 1' > src/pkg/__init__.py",
         "git add -A && git status --short",
         "ls -la /usr/lib | head; echo done >&2; echo x > /dev/null; echo y > /dev/stderr",

@@ -28,7 +28,7 @@ def verify(project: Project, session: str = "", *, full: bool = False) -> dict[s
     from events.verify import sealed_at
 
     stream = None
-    store, project_id = project.opened or project.open()
+    store, project_id = project.opened or project.open(read_only=True)
     try:
         if session:
             stream = module_stream(project_id, queries.module_of_session(session))

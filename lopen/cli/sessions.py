@@ -52,11 +52,11 @@ def register(app: typer.Typer) -> None:
 
 @contextlib.contextmanager
 def _store() -> Iterator[EventStore]:
-    """The project's store (its projections read this project's rows); its errors print like every
-    user error (`lopen.cli.main`)."""
+    """The project's store, for reading (its projections read this project's rows; a read-only
+    `.lopen` is read from a private copy); its errors print like every user error (`lopen.cli.main`)."""
     from lopen.app.context import Project
 
-    store, _ = Project.here().open()
+    store, _ = Project.here().open(read_only=True)
     with store:
         yield store
 

@@ -341,8 +341,9 @@ class Sandbox(_Section):
     allow_network: Annotated[
         tuple[NetworkPattern, ...],
         _doc(
-            "Hosts the sandbox's network may reach besides the model provider (under bubblewrap; Landlock "
-            "and the policy alone do not confine the network), e.g. pypi.org, files.pythonhosted.org, "
+            "Hosts the sandbox's network may reach besides the model provider, through Lopen's proxy (under "
+            "bubblewrap, and Landlock ABI 4+; the policy alone does not confine the network), e.g. pypi.org, "
+            "files.pythonhosted.org, "
             "registry.npmjs.org. host = ports 443 and 80, host:port = that port; * = any host (never this "
             "machine: a loopback address is reached only when named with its port, e.g. 127.0.0.1:8080). "
             "The provider is always allowed: provider.base_url's host and port, or GitHub Copilot's "

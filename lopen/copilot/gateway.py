@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -144,7 +145,8 @@ class Gateway:
         self._temp_dir = ""  # the model's private temp folder
         self._own_temp = False
         self._route: Any = None  # how the sandbox's network leaves it (lopen.sandbox.network.Route)
-        self._proxy: Any = None  # Lopen's network proxy (lopen.sandbox.proxy.NetworkProxy), under bwrap
+        self._proxy: Any = None  # Lopen's network proxy (lopen.sandbox.proxy.NetworkProxy)
+        self._proxy_socket: socket.socket | None = None  # its loopback TCP listener, under Landlock
         self._listeners: dict[int, EventCallback] = {}  # the invocations in flight, for network refusals
 
     # lifecycle -----------------------------------------------------------------------------
@@ -196,7 +198,9 @@ class Gateway:
         if self._proxy is not None and self._thread.is_alive():
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(self._proxy.close(), self._loop).result(timeout=5)
-        if self._route is not None:
+        if self._proxy_socket is not None:
+            self._proxy_socket.close()
+        if self._route is not None and self._route.socket:
             shutil.rmtree(os.path.dirname(self._route.socket), ignore_errors=True)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -220,7 +224,9 @@ class Gateway:
         from copilot import CopilotClient, RuntimeConnection
 
         path, args = self._confined_cli()
-        if self._proxy is not None:
+        if self._proxy_socket is not None:
+            await self._proxy.start_tcp(self._proxy_socket)
+        elif self._proxy is not None:
             await self._proxy.start(self._route.socket)
         connection = RuntimeConnection.for_stdio(path=path, args=args)
         connection.env = self._process_env()
@@ -262,14 +268,15 @@ class Gateway:
         self._plan = confinement
         if self.protection.kind != "policy":
             kernel.unpack_cli(self.config.cli_path, self._process_env())
-        if self.protection.kind == "bwrap":
+        if self.protection.confines_network:
             self._open_network(sandbox, provider.base_url if provider and byok else "")
         return kernel.launch(self.protection, confinement, self.config.cli_path, self._route)
 
     def _open_network(self, sandbox: SandboxConfig, provider_base_url: str) -> None:
-        """The sandbox's one way out (bubblewrap): Lopen's proxy, allowing the model provider and
-        ``sandbox.allow_network``, on a Unix socket in a private folder of Lopen's temp; started
-        on the loop by ``_start``."""
+        """The sandbox's one way out: Lopen's proxy, allowing the model provider and
+        ``sandbox.allow_network`` — under bubblewrap on a Unix socket in a private folder of Lopen's
+        temp (the forwarder inside relays to it), under Landlock on a loopback TCP port (the one the
+        sandbox may connect to); started on the loop by ``_start``."""
         from lopen.copilot.mcp_servers import network_services
         from lopen.sandbox import network
         from lopen.sandbox.proxy import NetworkProxy
@@ -279,8 +286,12 @@ class Gateway:
         services = [url for url in services if url]
         rules = network.default_rules(provider_base_url) + [network.parse(p) for p in sandbox.allow_network]
         rules += [rule for rule in map(network.provider_rule, services) if rule is not None]
-        folder = tempfile.mkdtemp(prefix="lopen-net-")
-        self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url, *services)
+        if self.protection is not None and self.protection.kind == "landlock":
+            self._proxy_socket = socket.create_server(("127.0.0.1", 0))
+            self._route = network.tcp_route(self._proxy_socket.getsockname()[1], provider_base_url, *services)
+        else:
+            folder = tempfile.mkdtemp(prefix="lopen-net-")
+            self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url, *services)
         self._proxy = NetworkProxy(network.Allowlist(rules), self._network_refused)
 
     def _network_refused(self, target: str, reason: str) -> None:
