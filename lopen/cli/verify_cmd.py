@@ -45,4 +45,9 @@ def summary(result: dict[str, object]) -> str:
     sealed = result["sealed_at"]
     if isinstance(sealed, float) and sealed:
         line += f"; events older than the chain sealed on {datetime.fromtimestamp(sealed, UTC):%Y-%m-%d %H:%M} UTC"
+    witnessed, unwitnessed = result.get("witnessed"), result.get("not_witnessed")
+    if isinstance(witnessed, int) and isinstance(unwitnessed, list) and (witnessed or unwitnessed):
+        line += f"; {plural(witnessed, 'commit')} witnessed by git"
+        if unwitnessed:
+            line += f", {len(unwitnessed)} not witnessed (made before Lopen-Chain trailers)"
     return line
