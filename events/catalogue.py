@@ -145,10 +145,11 @@ class SessionAbandoned(Event, kw_only=True):
 class SpecApproved(Event, kw_only=True):
     """The human gate (W4). ``approver`` is the git user (or ``$USER``) who approved."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver", "via"})
     spec_hash: str
     section_hashes: dict[str, str] = {}
     approver: str = ""
+    via: str = ""  # who asked, through which face: cli:<user>, tui:<user>, mcp:<client name> ("": not recorded)
 
 
 class SpecDriftDetected(Event, kw_only=True):
