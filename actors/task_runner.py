@@ -28,6 +28,9 @@ from lopen.workflow.rubric import cited
 from lopen.workflow.steps import Kind
 
 SHOWN = 20
+# An invocation stopped by these is no failed attempt of its task (the provider's side, or a budget):
+# the task stays in progress and the run pauses (or fails, with no model left) as ``decide.after`` says.
+NOT_THE_TASKS = ("budget", "auth", "rate_limited", "transient", "model_unavailable")
 SUBTASK_CHARS = 600
 
 
@@ -90,9 +93,9 @@ class TaskRunnerActor(Reports, pykka.ThreadingActor):
         )
         if outcome.error_kind == "interrupted":
             return StepOutcome(ok=False, detail=f"{task.id} interrupted", error_kind="interrupted")
-        if outcome.error_kind == "budget":  # not the task's failure: it stays in progress, resumable
+        if outcome.error_kind in NOT_THE_TASKS:  # not the task's failure: it stays in progress, resumable
             self.git.guard().get()
-            return StepOutcome(ok=False, detail=f"{task.id}: {outcome.detail}", error_kind="budget")
+            return StepOutcome(ok=False, detail=f"{task.id}: {outcome.detail}", error_kind=outcome.error_kind)
         self.git.guard().get()
         after = self.journal.read(lambda s: s.tasks[task.id].state)
         if after == "complete":

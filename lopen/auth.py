@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import msgspec
@@ -91,12 +92,17 @@ def auth_status(settings: Settings, env: Mapping[str, str] | None = None) -> Aut
     return github_status(settings, env)
 
 
-def preflight(settings: Settings, env: Mapping[str, str] | None = None, *, drafting: bool = False) -> list[str]:
+def preflight(
+    settings: Settings, env: Mapping[str, str] | None = None, *, drafting: bool = False, root: Path | None = None
+) -> list[str]:
     """Stop before any work when no model can be reached, or a configured model is not offered:
-    raise LopenError (exit 1) with the fix. Returns warnings (a model that will fall back)."""
+    raise LopenError (exit 1) with the fix. Returns warnings (a model that will fall back). The models
+    offered are remembered for the project at ``root`` (``remember_models``)."""
     status = auth_status(settings, env)
     if not status.ok:
         raise LopenError(status.headline, status.detail, status.fix, exit_code=1)
+    if root is not None:
+        remember_models(root, status)
     errors, warnings = check_models(settings, status, drafting=drafting)
     if errors:
         raise errors[0]
@@ -143,6 +149,57 @@ def check_models(
         if model not in offered:
             warnings.append(f"fallback model {model} (models.fallback) is not offered by {where}; it is skipped")
     return errors, warnings
+
+
+class OfferedModels(msgspec.Struct, frozen=True):
+    """The models a provider offered at the last check (``.lopen/cache/models.json``)."""
+
+    source: str
+    models: tuple[str, ...]
+
+
+def _models_file(root: Path) -> Path:
+    return root / ".lopen" / "cache" / "models.json"
+
+
+def remember_models(root: Path, status: AuthStatus) -> None:
+    """Keep the list of models offered, so ``lopen config set models.*`` can check a name without
+    credentials or a network (only where ``.lopen/`` exists: nothing is created for it)."""
+    if not status.models or not (root / ".lopen").is_dir():
+        return
+    where = status.source if "provider" in status.source else "GitHub Copilot"  # BYOK: "openai provider at …"
+    path = _models_file(root)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(msgspec.json.encode(OfferedModels(source=where, models=tuple(sorted(status.models)))))
+    except OSError:
+        return  # a cache: the check runs again before every run
+
+
+def model_name_warning(root: Path | None, setting: str, name: str) -> str:
+    """Why ``name`` (set as ``setting``) may not be a model, or "": checked against the models the
+    provider offered at the last check, else against the models of Lopen's price table."""
+    import difflib
+
+    from lopen.workflow.prices import DEFAULT_PRICES
+
+    try:
+        offered = msgspec.json.decode(_models_file(root).read_bytes(), type=OfferedModels) if root else None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        offered = None
+    if offered is not None:
+        known, where = set(offered.models), f"the models {offered.source} offered at the last check"
+    else:
+        known = set(DEFAULT_PRICES)
+        where = "the models Lopen knows (its price table; `lopen doctor` reads your provider's list)"
+    if not name or name in known or name.lower() in known:
+        return ""
+    near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    hint = f" Did you mean {near[0]}?" if near else ""
+    return (
+        f"{setting}: {name} is not one of {where}.{hint} "
+        "Every run checks its models against the provider before it starts."
+    )
 
 
 # -- GitHub, through the Copilot CLI -----------------------------------------------------------
@@ -278,7 +335,7 @@ async def _cli_session(path: str, env: dict[str, str], action: Callable[[Any], A
             raise LopenError(
                 f"the Copilot CLI at {path} did not start",
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                "run bin/setup to reinstall it, or `lopen doctor` to diagnose",
+                "run `lopen setup` to reinstall it, or `lopen doctor` to diagnose",
             ) from exc
         return await action(client)
 

@@ -22,6 +22,15 @@ def cli_path() -> str:
         pytest.skip(f"these tests need the Copilot CLI: {exc.what} — run bin/setup")
 
 
+@pytest.fixture(scope="session")
+def playbook_page_run(tmp_path_factory: pytest.TempPathFactory, cli_path: str):
+    """docs/your-own-playbook.md followed to the end, once per test session: (what it printed, the project),
+    module ``greet`` built by a real run on the scripted model (tests/playbook_page.py)."""
+    from playbook_page import follow
+
+    return follow(tmp_path_factory.mktemp("playbook-page"), with_engine=True)
+
+
 @pytest.fixture
 def otlp_receiver():
     """A real OTLP/HTTP receiver on a loopback port (tests/otlp_receiver.py)."""

@@ -172,7 +172,12 @@ def test_an_interruption_pauses_the_session_and_nothing_lands_after_it(world: Wo
 
 @pytest.mark.parametrize(
     ("error_kind", "code", "ending"),
-    [("auth", 1, "SessionFailed"), ("rate_limited", 2, "SessionPaused"), ("interrupted", 130, "SessionPaused")],
+    [
+        ("fatal", 1, "SessionFailed"),
+        ("auth", 2, "SessionPaused"),
+        ("rate_limited", 2, "SessionPaused"),
+        ("interrupted", 130, "SessionPaused"),
+    ],
 )
 def test_an_invocation_error_ends_the_run_as_decided(world: World, error_kind: str, code: int, ending: str) -> None:
     result, given = world.run([TASK], [StepOutcome(ok=False, detail="boom", error_kind=error_kind)])

@@ -226,12 +226,12 @@ def test_churn_gives_this_lane_up_only(world: World) -> None:
 
 
 def test_a_critical_error_stops_the_run(world: World) -> None:
-    runner = world.start(Runner, world.journal, StepOutcome(ok=False, detail="no token", error_kind="auth"))
+    runner = world.start(Runner, world.journal, StepOutcome(ok=False, detail="no answer", error_kind="fatal"))
     lane, _, _ = world.lane(runner)
     result = lane.build().get(timeout=30)
-    assert (result.outcome, result.detail) == ("stop-run", "no token")
+    assert (result.outcome, result.detail) == ("stop-run", "no answer")
     assert result.action is not None and (result.action.kind, result.action.exit_code) == ("fail", 1)
-    assert result.action.reason == "authentication failed: no token"
+    assert result.action.reason == "the model call failed: no answer"
 
 
 def wait_told(probe: pykka.ActorProxy[Any], timeout: float = 30) -> Any:

@@ -179,7 +179,7 @@ def test_a_silent_network_times_out_with_a_classified_answer(auth_env: dict[str,
 def test_missing_cli_is_classified(auth_env: dict[str, str], tmp_path: Path) -> None:
     status = auth_status(Settings(), {**auth_env, "COPILOT_CLI_PATH": str(tmp_path / "no-copilot")})
     assert (status.ok, status.kind) == (False, "cli-error")
-    assert "bin/setup" in status.fix
+    assert "lopen setup" in status.fix
 
 
 # -- login and logout ------------------------------------------------------------------------
@@ -380,3 +380,50 @@ def test_byok_provider_down_blocks_preflight() -> None:
     assert caught.value.exit_code == 1
     assert caught.value.what.startswith("could not reach the openai provider at http://127.0.0.1:")
     assert "provider.base_url" in caught.value.how
+
+
+# -- model names checked when set (issue 24 item 7) ------------------------------------------------------
+
+
+def test_a_models_name_is_checked_when_set_against_what_the_provider_offered_last(
+    provider_url: str, tmp_path: Path
+) -> None:
+    from lopen.auth import model_name_warning
+
+    (tmp_path / ".lopen").mkdir()
+    # before any check: the price table is what Lopen knows, and a typo of one of its models is named
+    assert model_name_warning(tmp_path, "models.planning", "gpt-5") == ""
+    typo = model_name_warning(tmp_path, "models.planning", "claude-sonet-4.5")
+    assert typo.startswith("models.planning: claude-sonet-4.5 is not one of the models Lopen knows")
+    assert "Did you mean claude-sonnet-4.5?" in typo
+    # a run's pre-flight reads the provider's list and remembers it for the project
+    settings = byok(f"{provider_url}/v1", models=SCRIPTED)
+    assert preflight(settings, {}, root=tmp_path) == []
+    assert model_name_warning(tmp_path, "models.building", "scripted-mini") == ""
+    assert model_name_warning(tmp_path, "models.building", "scripted-opsu") == (
+        f"models.building: scripted-opsu is not one of the models openai provider at {provider_url}/v1 offered "
+        "at the last check. Did you mean scripted-opus? Every run checks its models against the provider before "
+        "it starts."
+    )
+    assert model_name_warning(tmp_path, "models.building", "gpt-5") != ""  # the provider's list wins now
+
+
+def test_lopen_config_set_warns_of_a_model_name_it_does_not_know_and_still_writes_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    lopen = Path(sys.executable).with_name("lopen")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [lopen, "config", "set", "models.fallback", "gpt-5,gpt5-mini"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0
+    assert (
+        done.stderr.count("warning:") == 1 and "gpt5-mini" in done.stderr and "Did you mean gpt-5-mini?" in done.stderr
+    )
+    assert json.loads((tmp_path / ".lopen" / "config.json").read_text())["models"]["fallback"] == ["gpt-5", "gpt5-mini"]

@@ -61,9 +61,15 @@ def test_a_narrow_terminal_or_python_m_gets_typers_own_help() -> None:
 
 
 def test_version_and_unknown_commands() -> None:
-    from lopen import __version__
+    from importlib.metadata import version
 
-    assert run(LOPEN, "--version").stdout == f"lopen {__version__}\n"
+    from lopen import __version__
+    from lopen.copilot.locate import pinned_cli_version
+
+    shown = run(LOPEN, "--version", profile=True)
+    sdk, cli = version("github-copilot-sdk"), pinned_cli_version()
+    assert shown.stdout == f"lopen {__version__} · github-copilot-sdk {sdk} · Copilot CLI {cli} (installed)\n"
+    assert "copilot" not in imported(shown.stderr)  # the versions are read from files: the SDK is not loaded
     unknown = run(LOPEN, "nope", "--help")
     assert unknown.returncode == 2 and "No such command 'nope'" in unknown.stderr
 

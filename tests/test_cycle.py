@@ -46,7 +46,17 @@ def test_a_guardrail_pause_says_how_to_go_on() -> None:
     ("error_kind", "expected"),
     [
         ("", None),
-        ("auth", Action(kind="fail", exit_code=1, reason="authentication failed: boom", error_kind="auth")),
+        (
+            "auth",  # a key revoked mid-run: paused, with how to log in (the CLI retried it already)
+            Action(
+                kind="pause",
+                exit_code=2,
+                reason="authentication failed: boom — log in again (`lopen auth login` for GitHub Copilot, or a new "
+                "key in LOPEN_PROVIDER__API_KEY for your own provider), then `lopen run` goes on where it stopped",
+                error_kind="auth",
+            ),
+        ),
+        ("fatal", Action(kind="fail", exit_code=1, reason="the model call failed: boom", error_kind="fatal")),
         (
             "rate_limited",
             Action(kind="pause", exit_code=2, reason="boom; run again later to resume", error_kind="rate_limited"),

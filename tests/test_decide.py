@@ -250,12 +250,23 @@ def test_an_interrupted_invocation_pauses_with_130() -> None:
     )
 
 
-@pytest.mark.parametrize("kind", ["auth", "fatal", "model_unavailable"])
+@pytest.mark.parametrize("kind", ["fatal", "model_unavailable"])
 def test_critical_errors_fail_the_run(kind: str) -> None:
-    action = after(False, kind, "401 from the provider")
+    action = after(False, kind, "500 from the provider")
     assert action is not None
     assert (action.kind, action.exit_code, action.error_kind) == ("fail", 1, kind)
-    assert "401 from the provider" in action.reason
+    assert "500 from the provider" in action.reason
+
+
+def test_credentials_refused_mid_run_pause_it_with_how_to_log_in_again() -> None:
+    action = after(
+        False, "auth", "Authentication failed with provider (HTTP 401).\n  Check your COPILOT_PROVIDER_API_KEY"
+    )
+    assert action is not None
+    assert (action.kind, action.exit_code, action.error_kind) == ("pause", 2, "auth")
+    assert action.reason.startswith("authentication failed: Authentication failed with provider (HTTP 401). — ")
+    assert "COPILOT_PROVIDER_API_KEY" not in action.reason  # the CLI's own variable is not Lopen's
+    assert "`lopen auth login`" in action.reason and "LOPEN_PROVIDER__API_KEY" in action.reason
 
 
 @pytest.mark.parametrize("kind", ["rate_limited", "transient"])

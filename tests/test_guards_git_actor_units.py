@@ -1081,3 +1081,19 @@ def test_a_spec_whose_commit_the_history_keeps_refusing_is_tried_five_times_then
     actor.adopt_spec().get()
     assert len(tries) == 5
     assert actor.tip().get() == adopted  # each refused commit taken back: the branch is where the history says
+
+
+def test_a_module_branch_made_before_lopen_is_built_on_where_it_is(world):
+    """A person made ``lopen/auth`` (with work of theirs) before Lopen's first run: Lopen starts from
+    that branch's tip — it records that as the base, and never reports it as moved outside Lopen."""
+    git(world.root, "checkout", "-q", "-b", BRANCH)
+    write(world.root / "theirs.py", "T = 1\n")
+    git(world.root, "add", "theirs.py")
+    git(world.root, "commit", "-q", "-m", "their start")
+    theirs = git(world.root, "rev-parse", "HEAD")
+    git(world.root, "checkout", "-q", "main")
+    world.start().ensure().get()
+    ensured = world.events(ev.BranchEnsured)
+    assert [(e.created, e.base) for e in ensured] == [(False, theirs)]
+    assert world.events(ev.Reverted) == []
+    assert world.worktree.tip() == theirs and (world.worktree.path / "theirs.py").is_file()

@@ -371,3 +371,78 @@ def test_no_limit_once_the_person_chose_to_go_on_past_the_budget(world: World) -
     guard = world.guardrail(budget(tokens=1000), Asker(True))
     assert guard.before(0).action == "allow"  # the pause was asked and the person said go on
     assert guard.limits("core/1") == ()
+
+
+# -- a task's budgets and money (issue 23) ----------------------------------------------------------
+
+
+def spend_on(world: World, task: str, tokens: int = 0, cost: float = 0.0) -> None:
+    """One model call of an invocation of ``task`` ("" = an invocation for no task, e.g. planning)."""
+    world.calls += 1
+    invocation = f"inv-{world.calls}"
+    world.journal.record(
+        ev.InvocationStarted(invocation_id=invocation, kind="task" if task else "planning", task=task),
+        ev.TokensUsed(invocation_id=invocation, model="m", input=tokens, cost=cost, priced=cost > 0),
+    )
+
+
+def test_a_tasks_token_budget_counts_only_that_tasks_invocations(world: World) -> None:
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(ev.TaskSpec(id="core/2", name="Two"),)))
+    spend_on(world, "", tokens=5000)  # planning: the module's spend, no task's
+    spend_on(world, "core/2", tokens=5000)
+    spend_on(world, "core/1", tokens=400)
+    guard = world.guardrail(Settings(budget=Budget(token_budget_per_task=1000)))
+    assert guard.before(0, "core/1").action == "allow"
+    assert guard.before(0).action == "allow"  # no task: a task's budget does not apply
+    decision = guard.before(0, "core/2")
+    assert decision.action == "pause" and decision.category == "budget"
+    assert decision.detail == "budget.token_budget_per_task (core/2): 5,000 of 1,000 (500%)"
+
+
+def test_a_yes_to_one_tasks_budget_does_not_go_on_past_another_tasks(world: World) -> None:
+    world.journal.record(ev.TasksRecorded(component="core", tasks=(ev.TaskSpec(id="core/2", name="Two"),)))
+    spend_on(world, "core/1", tokens=2000)
+    spend_on(world, "core/2", tokens=2000)
+    asker = Asker(True, False)
+    guard = world.guardrail(Settings(budget=Budget(token_budget_per_task=1000)), asker)
+    assert guard.before(0, "core/1").action == "allow"  # asked, and the person went on
+    assert guard.limits("core/1") == () and guard.limits("core/2") != ()
+    assert guard.before(0, "core/2").action == "pause"  # asked again for the other task: no
+    assert guard.before(0, "core/1").action == "allow"  # not asked again
+    assert [q.split(":")[0] for q in asker.questions] == [
+        "budget.token_budget_per_task (core/1)",
+        "budget.token_budget_per_task (core/2)",
+    ]
+
+
+def test_a_money_budget_pauses_in_dollars_and_the_hint_says_what_was_spent(world: World) -> None:
+    spend_on(world, "core/1", tokens=100, cost=1.5)
+    guard = world.guardrail(Settings(budget=Budget(money_budget_per_module=1.0)))
+    decision = guard.before(0, "core/1")
+    assert decision.action == "pause"
+    assert decision.detail == "budget.money_budget_per_module: $1.50 of $1.00 (150%)"
+    assert decision.budget_hint == "Budget so far for this module: 100 tokens, 0 premium requests, $1.50."
+
+
+def test_the_hint_names_no_money_when_nothing_was_priced(world: World) -> None:
+    spend_on(world, "core/1", tokens=1)
+    decision = world.guardrail(budget()).before(0, "core/1")
+    assert decision.action == "allow"
+    assert decision.budget_hint == "Budget so far for this module: 1 token, 0 premium requests."
+
+
+def test_a_money_budget_per_task_warns_before_it_pauses(world: World) -> None:
+    spend_on(world, "core/1", cost=0.85)
+    guard = world.guardrail(Settings(budget=Budget(money_budget_per_task=1.0, warning_threshold=0.8)))
+    decision = guard.before(0, "core/1")
+    assert (decision.action, decision.detail) == ("warn", "budget.money_budget_per_task (core/1): $0.85 of $1.00 (85%)")
+
+
+def test_a_pause_after_an_invocation_stopped_inside_says_so_once(world: World) -> None:
+    spend_on(world, "core/1", tokens=1200)
+    guard = world.guardrail(budget(tokens=1000))
+    stopped = StepOutcome(ok=False, detail="budget.token_budget_per_module: 1,200 of 1,000", error_kind="budget")
+    assert guard.after(TASK, stopped).action == "allow"  # no failure counted: the next before pauses
+    assert guard.before(0, "core/1").detail.endswith(" — stopped inside the invocation")
+    assert not guard.before(0, "core/1").detail.endswith(" — stopped inside the invocation")
+    assert world.journal.read(lambda s: s.tasks["core/1"].failures) == 0

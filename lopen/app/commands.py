@@ -278,6 +278,12 @@ class Start(msgspec.Struct, frozen=True, kw_only=True):
     tui: bool
     warnings: list[str] = []
     outcome: tuple[int, str, str] | None = None
+    model_server: Any = None  # the scripted model of ``--playbook``, serving until ``close()``
+
+    def close(self) -> None:
+        """Stop what the run was given for its life (the scripted model of ``--playbook``)."""
+        if self.model_server is not None:
+            self.model_server.stop()
 
 
 def settings_for_run(
@@ -286,23 +292,25 @@ def settings_for_run(
     max_iterations: int | None = None,
     unattended: bool = False,
     parallel: int | None = None,
+    scripted: tuple[str, list[str]] | None = None,
 ) -> Settings:
-    """The project's settings with a run's flags over them (each flag named in errors as given)."""
+    """The project's settings with a run's flags over them (each flag named in errors as given);
+    ``scripted`` — (url, models) of the scripted model ``--playbook`` started — points every session at it."""
+    from lopen.app.scripted import scripted_overrides
     from lopen.config import load_settings
 
-    names = {
-        "workflow.parallelism": "--parallel",
-        "workflow.max_iterations": "--max-iterations",
-        "workflow.unattended": "--unattended",
-    }
-    overrides: dict[str, object] = {"workflow.parallelism": parallel} if parallel else {}
+    overrides: dict[str, object] = scripted_overrides(*scripted) if scripted else {}
+    names = dict.fromkeys(overrides, "--playbook")
+    if parallel:
+        overrides["workflow.parallelism"], names["workflow.parallelism"] = parallel, "--parallel"
     if model:
-        overrides.update({f"models.{phase}": model for phase in ("requirement_gathering", "planning", "building")})
+        for phase in ("requirement_gathering", "planning", "building"):
+            overrides[f"models.{phase}"], names[f"models.{phase}"] = model, "--model"
     if max_iterations:
-        overrides["workflow.max_iterations"] = max_iterations
+        overrides["workflow.max_iterations"], names["workflow.max_iterations"] = max_iterations, "--max-iterations"
     if unattended:
-        overrides["workflow.unattended"] = True
-    return load_settings(root, overrides, flag_names={k: names.get(k, "--model") for k in overrides})
+        overrides["workflow.unattended"], names["workflow.unattended"] = True, "--unattended"
+    return load_settings(root, overrides, flag_names=names)
 
 
 def start_run(
@@ -316,20 +324,50 @@ def start_run(
     max_iterations: int | None = None,
     unattended: bool = False,
     parallel: int | None = None,
+    playbook: Path | None = None,
 ) -> Start:
     """Decide what running ``module`` means (see the module docstring) and make it ready, in this
-    order: the name valid, the repository ready for commits, the settings with the run's flags over
-    them, the pre-flight passed (credentials, models) unless the module is already complete,
-    ``.lopen/`` in place."""
-    from lopen.auth import preflight
+    order: the name valid, the repository ready for commits, the scripted model of ``playbook`` started
+    (the caller ``close()``s the ``Start`` at the run's end), the settings with the run's flags over them,
+    the pre-flight passed (credentials, models) unless the module is already complete, ``.lopen/`` in place."""
     from lopen.git import require_ready
+
+    queries.valid_module(module)
+    require_ready(project.root)
+    if playbook is None:
+        return _start_run(project, module, prompt, replan, headless, model, max_iterations, unattended, parallel)
+    from lopen.app.scripted import start_scripted
+
+    server = start_scripted(playbook)
+    try:
+        scripted = (server.url, list(server.playbook.models))
+        start = _start_run(
+            project, module, prompt, replan, headless, model, max_iterations, unattended, parallel, scripted
+        )
+    except BaseException:
+        server.stop()
+        raise
+    return msgspec.structs.replace(start, model_server=server)
+
+
+def _start_run(
+    project: Project,
+    module: str,
+    prompt: str | None,
+    replan: bool,
+    headless: bool,
+    model: str | None,
+    max_iterations: int | None,
+    unattended: bool,
+    parallel: int | None,
+    scripted: tuple[str, list[str]] | None = None,
+) -> Start:
+    from lopen.auth import preflight
     from lopen.project import ensure_lopen_dir
     from lopen.term import use_tui
 
     root = project.root
-    queries.valid_module(module)
-    require_ready(root)
-    settings = settings_for_run(root, model, max_iterations, unattended, parallel)
+    settings = settings_for_run(root, model, max_iterations, unattended, parallel, scripted)
     drafting = not queries.has_spec(project, module)
     if drafting and not prompt:
         near = queries.similar_module(project, module)
@@ -365,7 +403,7 @@ def start_run(
                 "Lopen plans and builds only from a specification a person has approved (the human gate)",
                 f"review docs/requirements/{module}/SPECIFICATION.md, then run `lopen spec approve {module}`",
             )
-    warnings = preflight(settings, drafting=drafting)
+    warnings = preflight(settings, drafting=drafting, root=root)
     ensure_lopen_dir(root)
     return Start(kind="draft" if drafting else "run", warnings=warnings, **base)
 
@@ -379,9 +417,20 @@ def start_worker(project: Project, module: str, parallel: int | None = None) -> 
     queries.valid_module(module)
     require_ready(project.root)
     settings = settings_for_run(project.root, None, None, True, parallel)
-    warnings = preflight(settings, drafting=False)
+    warnings = preflight(settings, drafting=False, root=project.root)
     ensure_lopen_dir(project.root)
     return Start(kind="run", module=module, root=project.root, settings=settings, tui=False, warnings=warnings)
+
+
+def model_warnings(root: Path | None, key: str, value: object) -> list[str]:
+    """``lopen config set models.<role> <name>``: the names that may not be models (checked against the
+    provider's list from the last check, else Lopen's price table), each with a "did you mean"."""
+    from lopen.auth import model_name_warning
+
+    if not key.startswith("models."):
+        return []
+    names = value if isinstance(value, list | tuple) else [value]
+    return [w for w in (model_name_warning(root, key, str(n)) for n in names) if w]
 
 
 def refuse_existing_spec(project: Project, module: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import lopen
 from lopen.app.engine import run_module
+from lopen.app.scripted import scripted_overrides
 from lopen.config import Settings, load_settings
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook
@@ -52,17 +53,7 @@ def prepare_project(target: Path) -> Path:
 
 def demo_settings(root: Path, url: str, extra: dict[str, object] | None = None):
     """Every session on the scripted model at ``url``; ``extra`` settings on top (tests use it)."""
-    overrides = {
-        "provider.type": "openai",
-        "provider.base_url": url,
-        "models.requirement_gathering": MAIN_MODEL,
-        "models.planning": MAIN_MODEL,
-        "models.building": MAIN_MODEL,
-        "models.research": MAIN_MODEL,
-        "models.oracle": ORACLE_MODEL,
-        "models.fallback": [],
-        **(extra or {}),
-    }
+    overrides = {**scripted_overrides(url, (MAIN_MODEL, ORACLE_MODEL)), **(extra or {})}
     return load_settings(root, overrides, flag_names=dict.fromkeys(overrides, "lopen demo"))
 
 

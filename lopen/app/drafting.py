@@ -51,8 +51,17 @@ def draft_spec(
     say: Callable[[str], None],
     prompt: str,
     conversation: Talk | None = None,
+    *,
+    notes: tuple[str, ...] = (),
+    opening: tuple[ev.Event, ...] = (),
+    command: str = "spec draft",
+    actor: str = "",
 ) -> tuple[int, str, str]:
-    """Have the model draft ``docs/requirements/<module>/SPECIFICATION.md``; returns (exit code, session, detail)."""
+    """Have the model draft ``docs/requirements/<module>/SPECIFICATION.md``; returns (exit code, session, detail).
+
+    ``notes`` go to the model with the instructions (a quick request asks for a one-task spec);
+    ``opening`` is recorded first in the new session (``lopen do``: the request that asked for it);
+    ``command`` and ``actor`` say what started the session and who asked."""
     if conversation is not None and not prompt:
         prompt = conversation.ask(f"What should the module {module} do? Say it in your own words.")
     worktree = worktree_for(root, module, settings)
@@ -72,11 +81,14 @@ def draft_spec(
                 no_resume=True,
                 protection=protection,
                 worktree=worktree.path,
-                command="spec draft",
+                command=command,
+                actor=actor,
             )
             say(f"session {session_id}")
             subscription = store.subscribe(renderer(say, journal.stream))
             try:
+                if opening:
+                    journal.record(*opening)
                 journal.record(
                     ev.StepEntered(phase=Phase.REQUIREMENT_GATHERING.value, step=1, why="no specification yet")
                 )
@@ -100,9 +112,10 @@ def draft_spec(
 
                 invoker = Invoker(journal, gateway.invoke, settings, worktree.path, tools_for, watch=watch)
                 if conversation is None:
-                    outcome = invoker.invoke(Kind.SPEC, 1, task_text=prompt)
+                    outcome = invoker.invoke(Kind.SPEC, 1, task_text=prompt, notes=notes)
                 else:
                     here = (
+                        *notes,
                         "A person is here to answer your questions: ask what you need to know with your "
                         "ask_user tool, one question at a time, then write the specification.",
                     )

@@ -54,9 +54,9 @@ def _quick_answer(argv: list[str]) -> bool:
     what Typer would print: run as `lopen` on an output at least 80 columns wide (Click's help is
     80 columns wide from there on). False: let Typer answer."""
     if argv == ["--version"]:
-        from lopen import __version__
+        from lopen.app.setup import versions
 
-        sys.stdout.write(f"lopen {__version__}\n")
+        sys.stdout.write(versions() + "\n")
         return True
     if not argv or argv[-1] != "--help" or any(a.startswith("-") for a in argv[:-1]):
         return False

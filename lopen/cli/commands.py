@@ -14,18 +14,20 @@ os.environ.setdefault("TYPER_USE_RICH", "0")
 
 import typer
 
-from lopen import __version__
 from lopen.cli import workflow
 from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
+from lopen.cli.do_cmd import do
 from lopen.cli.doctor import doctor
 from lopen.cli.export_cmd import export
 from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
+from lopen.cli.pr_cmd import pr
 from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
 from lopen.cli.sessions import session_app
+from lopen.cli.setup_cmd import setup
 from lopen.cli.spec import spec_app
 from lopen.cli.trace import trace
 from lopen.cli.tui_cmd import tui_app
@@ -43,7 +45,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"lopen {__version__}")
+        from lopen.app.setup import versions
+
+        typer.echo(versions())
         raise typer.Exit()
 
 
@@ -86,6 +90,7 @@ def _tui_setting() -> bool:
 
 app.command("init")(init)
 app.command("run")(workflow.run)
+app.command("do")(do)
 app.command("plan")(workflow.plan)
 app.command("build")(workflow.build)
 app.command("demo")(workflow.demo)
@@ -94,7 +99,9 @@ spec_app.command("approve")(workflow.approve)
 spec_app.command("draft")(workflow.draft)
 app.command("modules")(modules)
 app.command("doctor")(doctor)
+app.command("setup")(setup)
 app.command("revert")(revert)
+app.command("pr")(pr)
 app.command("verify")(verify)
 app.command("export")(export)
 app.command("mcp")(mcp)

@@ -63,6 +63,11 @@ def set_(
     path, stored = set_value(key, value, user=user)
     out = Console.for_settings()
     out.ok(f"{key} = {FIELDS[key].format(stored)} written to {path}")
+    from lopen.app.commands import model_warnings
+    from lopen.project import nearest_root
+
+    for warning in model_warnings(nearest_root(), key, stored):
+        out.warn(warning)
     winner = next(r for r in resolve_settings() if r.key == key)
     if not winner.source.startswith("user" if user else "project"):
         out.warn(f"{key} is still {FIELDS[key].format(winner.shown)}: {winner.source} takes precedence")

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from lopen.sandbox.kernel import Protection
 
 
+SETUP = "run `lopen setup` (it installs the version Lopen needs)"
+
+
 class Check(NamedTuple):
     name: str
     ok: bool
@@ -34,10 +37,12 @@ def check_python() -> Check:
 def check_sdk() -> Check:
     from importlib.metadata import PackageNotFoundError, version
 
+    from lopen.app.setup import reinstall_hint
+
     try:
         return Check("copilot sdk", True, f"github-copilot-sdk {version('github-copilot-sdk')}")
     except PackageNotFoundError:
-        return Check("copilot sdk", False, "github-copilot-sdk is not installed", "run bin/setup")
+        return Check("copilot sdk", False, "github-copilot-sdk is not installed", reinstall_hint())
 
 
 def check_cli(cli_path: str) -> Check:
@@ -54,17 +59,17 @@ def check_cli(cli_path: str) -> Check:
         answered = subprocess.run([location.path, "--version"], capture_output=True, text=True, timeout=30)
         cli_version = answered.stdout.strip().splitlines()[0] if answered.stdout.strip() else "no answer"
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check("copilot cli", False, f"{location.path} does not run: {exc}", "rm -rf .copilot-cli && bin/setup")
+        return Check("copilot cli", False, f"{location.path} does not run: {exc}", SETUP)
     import asyncio
 
     try:
         protocol = asyncio.run(_ping(location.path))
     except Exception as exc:
-        return Check("copilot cli", False, f"{cli_version}; SDK ping failed: {exc}", "rm -rf .copilot-cli && bin/setup")
+        return Check("copilot cli", False, f"{cli_version}; SDK ping failed: {exc}", SETUP)
     pinned = pinned_cli_version()
     detail = f"{cli_version} at {location.path} ({location.source}); protocol {protocol}"
     if pinned and pinned not in cli_version:
-        return Check("copilot cli", False, f"{detail}; the SDK expects {pinned}", "rm -rf .copilot-cli && bin/setup")
+        return Check("copilot cli", False, f"{detail}; the SDK expects {pinned}", SETUP)
     return Check("copilot cli", True, detail)
 
 
@@ -199,8 +204,12 @@ def doctor() -> None:
     status: list[AuthStatus] = []
 
     def credentials() -> Check:
+        from lopen.auth import remember_models
+
         check, found = check_credentials(settings)
         status.append(found)
+        if root is not None:
+            remember_models(root, found)  # `lopen config set models.*` checks names against it
         return check
 
     checks: list[Callable[[], Check | None]] = [

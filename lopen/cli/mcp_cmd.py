@@ -59,10 +59,12 @@ def mcp(
     try:
         import lopen.mcp.server as server
     except ImportError as exc:  # the SDK is a dependency; a broken install says so
+        from lopen.app.setup import reinstall_hint
+
         raise LopenError(
             "the MCP server needs the `mcp` package",
             str(exc),
-            "reinstall Lopen into its environment (bin/setup, or pip install -e .)",
+            reinstall_hint(),
         ) from None
     if not http:
         if secret:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from lopen.app.commands import Start
 
 MODULE = typer.Argument(..., help="The module, as named under docs/requirements/.")
 HEADLESS = typer.Option(False, "--headless", "-q", help="Plain line output; never wait for input.")
@@ -22,6 +26,12 @@ DEMO_DIR = typer.Option(None, "--dir", help="Build the example here instead of a
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Pause after this many invocations in this run.", min=1)
 PARALLEL = typer.Option(
     None, "--parallel", min=1, help="Build up to N components at once (workflow.parallelism; 1 = one after another)."
+)
+PLAYBOOK = typer.Option(
+    None,
+    "--playbook",
+    help="Run on the scripted model playing this TOML playbook, started for this run and stopped after it "
+    "(its first model for the work, its second for the oracle); no credentials needed.",
 )
 REPLAN = typer.Option(
     False, "--replan", help="Plan the module again (into the same history: work that is done stays done)."
@@ -57,15 +67,38 @@ def _start(
     headless: bool = False,
     replan: bool = False,
     parallel: int | None = None,
+    playbook: Path | None = None,
 ) -> None:
-    """What `lopen run` means is the app's to say (``lopen.app.commands.start_run``); this carries it out."""
-    import sys
-
+    """What `lopen run` means is the app's to say (``lopen.app.commands.start_run``); this carries it out
+    (and stops, at the end, what the run was given for its life: the scripted model of ``--playbook``)."""
     from lopen.app import commands
     from lopen.app.context import Project
 
     flags = {"model": model, "max_iterations": max_iterations, "unattended": unattended, "parallel": parallel}
-    start = commands.start_run(Project.here(), module, prompt=prompt, replan=replan, headless=headless, **flags)
+    start = commands.start_run(
+        Project.here(), module, prompt=prompt, replan=replan, headless=headless, playbook=playbook, **flags
+    )
+    try:
+        go_on = f"lopen run {module}" + (f" --playbook {playbook}" if playbook else "")
+        _carry_out(start, module, prompt, resume, no_resume, stop_before, headless, unattended, replan, go_on)
+    finally:
+        start.close()
+
+
+def _carry_out(
+    start: Start,
+    module: str,
+    prompt: str | None,
+    resume: str | None,
+    no_resume: bool,
+    stop_before: str,
+    headless: bool,
+    unattended: bool,
+    replan: bool,
+    go_on: str,
+) -> None:
+    import sys
+
     for warning in start.warnings:
         typer.echo(f"warning: {warning}", err=True)
     root, settings = start.root, start.settings
@@ -100,7 +133,7 @@ def _start(
         replan=replan,
         ask=None if headless or unattended or not sys.stdin.isatty() else _confirm,
     )
-    _finish(code, session_id, detail, go_on=f"lopen run {module}")
+    _finish(code, session_id, detail, go_on=go_on)
 
 
 def _converse(root: Path, module: str, settings: object) -> int:
@@ -144,10 +177,12 @@ def run(
     max_iterations: int | None = MAX_ITERATIONS,
     replan: bool = REPLAN,
     parallel: int | None = PARALLEL,
+    playbook: Path | None = PLAYBOOK,
 ) -> None:
     """Run the whole workflow for a module: plan, build, verify, commit — resuming where it stands."""
     _start(
         module,
+        playbook=playbook,
         headless=headless,
         prompt=prompt,
         model=model,

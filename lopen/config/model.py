@@ -173,6 +173,15 @@ class Git(_Section):
             allowed="empty, or the name or URL of a git remote",
         ),
     ] = ""
+    pr_remote: Annotated[
+        str,
+        _doc(
+            'The git remote `lopen pr` pushes lopen/<module> to and proposes it on; "" = git.remote when set, '
+            "else origin.",
+            pattern=r"^([^\s]+)?$",
+            allowed="empty, or the name or URL of a git remote",
+        ),
+    ] = ""
 
 
 class ToolDiscipline(_Section):
@@ -223,7 +232,9 @@ class Provider(_Section):
 
 
 class Copilot(_Section):
-    cli_path: Annotated[str, _doc('Copilot CLI binary; "" = COPILOT_CLI_PATH, then the copy bin/setup installed.')] = ""
+    cli_path: Annotated[
+        str, _doc('Copilot CLI binary; "" = COPILOT_CLI_PATH, then the one `lopen setup` (or bin/setup) installed.')
+    ] = ""
     retry_attempts: Annotated[Count, _doc("Retries of a rate-limited or transient model call.")] = 4
     retry_base_delay: Annotated[Seconds, _doc("First retry delay in seconds (doubles each retry).")] = 1.0
     retry_max_delay: Annotated[Seconds, _doc("Longest retry delay in seconds. Must not be below retry_base_delay.")] = (

@@ -422,6 +422,8 @@ class Gateway:
                 if error.kind is ErrorKind.MODEL_UNAVAILABLE:
                     break
                 if retries >= self.config.retry_attempts:
+                    if error.kind is ErrorKind.RATE_LIMITED and position + 1 < len(chain):
+                        break  # still rate-limited after the retry budget: the next model in the chain
                     return self._finish(last, attempts, started)
                 retries += 1
                 delay = min(self.config.retry_max_delay, self.config.retry_base_delay * 2 ** (retries - 1))
@@ -430,7 +432,10 @@ class Gateway:
                 await asyncio.sleep(delay)
             self._unavailable.add(model)
             if position + 1 < len(chain):
-                emit(ModelFellBack(from_model=model, to_model=chain[position + 1], why=error.message))
+                why = error.message
+                if error.kind is ErrorKind.RATE_LIMITED:
+                    why = f"still rate-limited after {retries} retries: {why}"
+                emit(ModelFellBack(from_model=model, to_model=chain[position + 1], why=why))
         assert last is not None
         last.error = InvocationError(
             kind=ErrorKind.MODEL_UNAVAILABLE,

@@ -1,7 +1,7 @@
 """Finding the Copilot CLI binary Lopen talks to.
 
-Order: the `copilot.cli_path` setting, `COPILOT_CLI_PATH`, the project's own install
-(`bin/setup` puts it under `.copilot-cli/`), then the SDK's downloaded runtime.
+Order: the `copilot.cli_path` setting, `COPILOT_CLI_PATH`, Lopen's own install (`lopen setup`, or
+`bin/setup` in a checkout: `lopen.copilot.install.install_dir`), then the SDK's downloaded runtime.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import msgspec
 
 from lopen.errors import LopenError
 
-INSTALL_DIR = Path(__file__).resolve().parents[2] / ".copilot-cli"
+OWN = "Lopen's own install (lopen setup)"
 
 
 class CliLocation(msgspec.Struct, frozen=True):
@@ -33,10 +33,17 @@ def _platform_package() -> str:
     return f"copilot-{system}-{machine}"
 
 
-def project_install_path(install_dir: Path = INSTALL_DIR) -> Path:
-    """Where `bin/setup` leaves the native CLI binary of the npm package `@github/copilot`."""
+def binary_in(folder: Path) -> Path:
+    """Where an npm install of `@github/copilot` into ``folder`` leaves the native CLI binary."""
     binary = "copilot.exe" if sys.platform == "win32" else "copilot"
-    return install_dir / "node_modules" / "@github" / _platform_package() / binary
+    return folder / "node_modules" / "@github" / _platform_package() / binary
+
+
+def project_install_path(env: dict[str, str] | None = None) -> Path:
+    """Where `lopen setup` (and `bin/setup` in a checkout) leaves the CLI the pinned SDK expects."""
+    from lopen.copilot.install import install_dir
+
+    return binary_in(install_dir(pinned_cli_version() or "unknown", env))
 
 
 def find_cli(cli_path: str = "", env: dict[str, str] | None = None) -> CliLocation:
@@ -45,18 +52,18 @@ def find_cli(cli_path: str = "", env: dict[str, str] | None = None) -> CliLocati
     candidates = [
         (cli_path, "config copilot.cli_path"),
         (env.get("COPILOT_CLI_PATH", ""), "env COPILOT_CLI_PATH"),
-        (str(project_install_path()), "project install (.copilot-cli/)"),
+        (str(project_install_path(env)), OWN),
     ]
     for path, source in candidates:
         if not path:
             continue
         if Path(path).is_file() and os.access(path, os.X_OK):
             return CliLocation(path=path, source=source)
-        if source != "project install (.copilot-cli/)":
+        if source != OWN:
             raise LopenError(
                 f"the Copilot CLI at {path} (from {source}) is missing or not executable",
                 "Lopen talks to GitHub Copilot through the Copilot CLI binary",
-                "point it at an existing binary, or unset it and run bin/setup to install one",
+                "point it at an existing binary, or unset it and run `lopen setup` to install one",
             )
     downloaded = _sdk_cached_runtime()
     if downloaded:
@@ -64,7 +71,7 @@ def find_cli(cli_path: str = "", env: dict[str, str] | None = None) -> CliLocati
     raise LopenError(
         "the Copilot CLI is not installed",
         "Lopen drives Copilot through the Copilot CLI (npm package @github/copilot)",
-        "run bin/setup in the Lopen checkout, or set COPILOT_CLI_PATH to a copilot binary",
+        "run `lopen setup` (it installs the version Lopen needs with npm), or set COPILOT_CLI_PATH to a copilot binary",
     )
 
 

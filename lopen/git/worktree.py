@@ -175,7 +175,9 @@ class Worktree:
                 "another clone (or another machine) built it, sharing this project's event store",
                 f"fetch it first: `git fetch <remote> {self.branch}:{self.branch}`, then run again",
             )
-        base = (start_at if created and start_at else repo.head()) or ""
+        # A new branch starts where the history says, else at the person's HEAD; an existing one (made by
+        # a person before Lopen's first run, or by an earlier run) is built on where it is.
+        base = (start_at or repo.head() if created else repo.tip(self.branch)) or ""
         here = self.path.resolve()
         others = [] if created else [p for p in repo.checked_out(self.branch) if p.resolve() != here]
         siblings = [p for p in others if self.shared_branch and p.resolve().parent == here.parent]

@@ -10,7 +10,7 @@ import msgspec
 
 from lopen.errors import LopenError
 
-FaultKind = Literal["rate_limit", "server_error", "drop", "malformed", "slow"]
+FaultKind = Literal["rate_limit", "server_error", "unauthorized", "drop", "malformed", "slow"]
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 
 
@@ -62,7 +62,8 @@ class Turn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     ``usage`` replaces the playbook's ``default_usage`` wholesale for this answer.
     ``retry_after`` (seconds, ``rate_limit`` only) and ``delay`` (seconds, ``slow`` only)
-    default to 1. For ``rate_limit`` and ``server_error`` a ``text`` becomes the error message.
+    default to 1. For ``rate_limit``, ``server_error`` and ``unauthorized`` (HTTP 401: the key was
+    revoked or expired) a ``text`` becomes the error message.
     """
 
     text: str = ""

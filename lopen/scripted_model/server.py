@@ -31,6 +31,7 @@ ResponseKind = Literal[
     "slow",
     "rate_limit",
     "server_error",
+    "unauthorized",
     "drop",
     "malformed",
     "unmatched",
@@ -392,6 +393,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif turn.fault == "server_error":
             message = turn.text or "The server had an error while processing your request (scripted)."
             self._send_json(500, _error(message, "server_error", None))
+        elif turn.fault == "unauthorized":
+            message = turn.text or "Incorrect API key provided: the key was revoked or has expired (scripted)."
+            self._send_json(401, _error(message, "invalid_request_error", "invalid_api_key"))
         elif turn.fault == "drop":
             self.close_connection = True
             self._commit()

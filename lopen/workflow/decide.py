@@ -170,7 +170,6 @@ def decide(
 
 
 CRITICAL = {
-    "auth": "authentication failed",
     "fatal": "the model call failed",
     "model_unavailable": "no model left",
 }
@@ -184,6 +183,15 @@ def after(ok: bool, error_kind: str, detail: str) -> Action | None:
         return None
     if error_kind == "interrupted":
         return Action(kind="pause", exit_code=130, reason="interrupted", error_kind="interrupted")
+    if error_kind == "auth":  # a key revoked or expired mid-run (the CLI has retried it): log in, then go on
+        why = detail.splitlines()[0] if detail else "the provider refused the credentials"
+        return Action(
+            kind="pause",
+            exit_code=2,
+            reason=f"authentication failed: {why} — log in again (`lopen auth login` for GitHub Copilot, or a new "
+            "key in LOPEN_PROVIDER__API_KEY for your own provider), then `lopen run` goes on where it stopped",
+            error_kind=error_kind,
+        )
     if error_kind in CRITICAL:
         return Action(kind="fail", exit_code=1, reason=f"{CRITICAL[error_kind]}: {detail}", error_kind=error_kind)
     if error_kind in WAIT:

@@ -130,6 +130,38 @@ name = "answer"
     assert len(retries) == 2 and all(r.reason == "rate_limit" for r in retries)
 
 
+def test_a_model_still_rate_limited_after_the_retry_budget_falls_back_to_the_next(scripted, gateway_for):
+    playbook = """
+[playbook]
+name = "limited"
+models = ["scripted-main", "scripted-other"]
+[[rule]]
+name = "limit"
+  [rule.match]
+  model = "scripted-main"
+  [[rule.turn]]
+  fault = "rate_limit"
+  retry_after = 0
+[[rule]]
+name = "answer"
+  [[rule.turn]]
+  text = "Answered by the other."
+"""
+    server = scripted(playbook)
+    events: list[StreamEvent] = []
+    gateway = gateway_for(server, retry_attempts=1)
+    result = gateway.invoke(request("anything", models=["scripted-main", "scripted-other"]), on_event=events.append)
+
+    assert result.error is None and result.model == "scripted-other"
+    assert result.final_message == "Answered by the other."
+    (fell,) = [e for e in events if isinstance(e, ModelFellBack)]
+    assert (fell.from_model, fell.to_model) == ("scripted-main", "scripted-other")
+    assert fell.why.startswith("still rate-limited after 1 retries: ")
+    by_gateway = [e for e in events if isinstance(e, RetryScheduled) and e.by == "gateway"]
+    assert [(r.model, r.reason) for r in by_gateway] == [("scripted-main", "rate_limited")]  # the budget, then on
+    assert [a.model for a in result.attempts] == ["scripted-main", "scripted-main", "scripted-other"]
+
+
 def test_an_absent_model_falls_back_to_the_next_with_a_warning(scripted, gateway_for):
     server = scripted(ECHO_PLAYBOOK)
     events: list[StreamEvent] = []

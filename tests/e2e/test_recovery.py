@@ -486,6 +486,48 @@ def test_a_model_rate_limited_twice_is_waited_for_and_the_run_completes(tmp_path
     assert run.status == "completed"
 
 
+# -- 7b. credentials refused mid-run (A4) --------------------------------------------------------
+
+
+def test_a_key_revoked_mid_run_pauses_it_with_the_work_kept_and_a_new_key_goes_on(tmp_path, cli_path, scripted):
+    """The provider answers 401: once during planning (a token the CLI refreshes: its own retry goes on),
+    then to every try of core/2 (the key is gone). The run pauses saying how to log in, core/1's commit
+    and core/2's place are kept, no attempt of core/2 is counted as failed; with the key back, the next
+    run finishes core/2 and cli/1 only."""
+    refreshed = rule("planning-key-expired", [Turn(fault="unauthorized")], max_uses=1, kind="planning")
+    revoked = rule("core-2-key-revoked", [Turn(fault="unauthorized")], max_uses=3, kind="task", task="core/2")
+    server = scripted(playbook(refreshed, revoked))
+    root = approved_project(tmp_path)
+
+    ran = run_here(root, server, cli_path, no_resume=True)
+
+    assert ran.code == 2, "\n".join(ran.lines)
+    assert ran.detail.startswith("authentication failed: core/2: Authentication failed with provider")
+    assert "`lopen auth login`" in ran.detail and "LOPEN_PROVIDER__API_KEY" in ran.detail
+    assert server.uses("planning-key-expired") == 1 and server.uses("core-2-key-revoked") == 3  # the CLI retried
+    run = story(root)
+    assert run.status == "paused" and isinstance(run.events[-1], ev.SessionPaused)
+    retried = [e.detail for e in run.of(ev.GuardrailTripped) if e.category == "retry"]
+    assert any("transient_auth_error" in d for d in retried)
+    (planning,) = run.invocations(kind="planning", step=2)
+    assert run.finish_of(planning).outcome == "ok"
+    states = [(e.task_id, e.to_state) for e in run.of(ev.TaskStatusChanged)]
+    assert ("core/1", "complete") in states and ("core/2", "in-progress") in states
+    assert ("core/2", "failed") not in states  # the provider's refusal is no failed attempt of the task
+    assert "Lopen-Task: core/1" in git(root, "log", "--format=%B", f"lopen/{MODULE}")  # the verified work kept
+
+    again = run_here(root, server, cli_path)
+
+    assert again.code == 0, "\n".join(again.lines)
+    run = story(root)
+    assert run.status == "completed"
+    assert len(run.invocations(task="core/1")) == 1  # not built again
+    assert len(run.invocations(task="core/2")) == 2  # the refused one, and the one that built it
+    done = {e.task_id for e in run.of(ev.TaskStatusChanged) if e.to_state == "complete"}
+    assert done == {"core/1", "core/2", "cli/1"}
+    assert not any(e.to_state == "failed" for e in run.of(ev.TaskStatusChanged))
+
+
 # -- 8. model fallback (L4) ----------------------------------------------------------------------
 
 
