@@ -97,6 +97,11 @@ class EventRecorder(Protocol):
     def add_links(self, links: Sequence[Link]) -> None:
         """Store sealed links; one already stored is kept (sealing is deterministic, so it is the same)."""
 
+    def chain_of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[ChainRow]:
+        """The events of these types (every schema version: topics ``<name>@…``), of every stream or of
+        ``stream_id``, in ``seq`` order: what ``lopen verify`` checks against git."""
+        ...
+
 
 def prefix_end(prefix: str) -> str:
     """The least string after every string that starts with ``prefix`` (binary order): a range scan's end."""
@@ -354,6 +359,15 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
     def add_links(self, links: Sequence[Link]) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.executemany("INSERT INTO chain_links VALUES (?,?,?) ON CONFLICT DO NOTHING", links)
+
+    def chain_of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[ChainRow]:
+        ranges = " OR ".join("(e.topic >= ? AND e.topic < ?)" for _ in names)
+        params: list[object] = [bound for name in names for bound in (f"{name}@", prefix_end(f"{name}@"))]
+        where = f"WHERE ({ranges})" if names else "WHERE 0"
+        if stream_id is not None:
+            where += " AND e.originator_id = ?"
+            params.append(stream_id)
+        return self._select(_CHAIN_SELECT + where + " ORDER BY e.rowid", params)
 
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         with self.datastore.transaction(commit=False) as c:

@@ -145,10 +145,11 @@ class SessionAbandoned(Event, kw_only=True):
 class SpecApproved(Event, kw_only=True):
     """The human gate (W4). ``approver`` is the git user (or ``$USER``) who approved."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver", "via"})
     spec_hash: str
     section_hashes: dict[str, str] = {}
     approver: str = ""
+    via: str = ""  # who asked, through which face: cli:<user>, tui:<user>, mcp:<client name> ("": not recorded)
 
 
 class SpecDriftDetected(Event, kw_only=True):
@@ -485,9 +486,11 @@ class BranchEnsured(Event, kw_only=True):
 
 
 class CommitRecorded(Event, kw_only=True):
-    """A commit Lopen made: ``tree`` is exactly the verified tree, ``parent`` the branch tip before it."""
+    """A commit Lopen made: ``tree`` is exactly the verified tree, ``parent`` the branch tip before it;
+    ``chain`` the value of its ``Lopen-Chain`` trailer (``<version> <digest>``: the module stream's hash
+    chain head when it was made, ``lopen.git.witness``), "" for a commit made without one."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "tree", "parent"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "tree", "parent", "chain"})
     sha: str
     message: str = ""
     task_id: str = ""  # set when the commit completes a task
@@ -496,6 +499,7 @@ class CommitRecorded(Event, kw_only=True):
     branch: str = ""
     invocation_id: str = ""  # the invocation that completed the task
     merge_parent: str = ""  # a second parent: the module tip a merge-conflict resolution task merged in
+    chain: str = ""  # the commit's Lopen-Chain trailer: "<version> <sha256 hex>" of the module stream
 
 
 class ComponentMerged(Event, kw_only=True):
@@ -504,7 +508,7 @@ class ComponentMerged(Event, kw_only=True):
     ``component_tip``), ``tree`` its tree. Merges are serialized by the module's history: one whose
     ``parent`` is not the module branch's tip is refused."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "parent", "component_tip", "tree"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "parent", "component_tip", "tree", "chain"})
     component: str
     sha: str
     parent: str = ""
@@ -512,6 +516,7 @@ class ComponentMerged(Event, kw_only=True):
     tree: str = ""
     fast_forward: bool = False
     branch: str = ""
+    chain: str = ""  # a merge commit's Lopen-Chain trailer (none for a fast-forward: no commit is made)
 
 
 class ComponentMergeConflicted(Event, kw_only=True):

@@ -42,6 +42,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEv
 
 from events.backends import (
     Backend,
+    ChainRow,
     Head,
     RawEvent,
     open_backend,
@@ -316,6 +317,44 @@ class EventStore:
         ``stream_id``; ``ChainBroken`` names the first event that does not fit (``events.verify``)."""
         with self._errors("verify"):
             return verify(self, stream_id, full=full)
+
+    def head(self, stream_id: str) -> tuple[int, str]:
+        """The stream's chain head as the store records it now: its newest event's version and digest —
+        the link the next event will carry; ``(0, genesis)`` for an empty stream. What a commit's
+        ``Lopen-Chain`` trailer says (``lopen.git.witness``)."""
+        with self._errors("read"):
+            heads = self.backend.events.chain_heads(stream_id)
+        if stream_id in heads:
+            version, link = heads[stream_id]
+            return version, link.decode()
+        return 0, genesis(stream_id).decode()
+
+    def chain_rows(
+        self, stream_id: str, after_version: int = 0, until_version: int | None = None
+    ) -> Iterator[ChainRow]:
+        """One stream's events as stored — ``(seq, stream, version, topic, state, sealed link)`` — in order:
+        the bytes the chain hashes (what ``lopen export`` copies)."""
+        while True:
+            with self._errors("read"):
+                page = self.backend.events.chain_stream(stream_id, after_version, PAGE)
+            for row in page:
+                if until_version is not None and row[2] > until_version:
+                    return
+                yield row
+            if len(page) < PAGE:
+                return
+            after_version = page[-1][2]
+
+    def chain_event(self, stream_id: str, version: int) -> ChainRow | None:
+        """One stored event (with its sealed link), None when the stream has no such version."""
+        with self._errors("read"):
+            return self.backend.events.chain_event(stream_id, version)[0]
+
+    def of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[tuple[ChainRow, Event]]:
+        """Every stored event of these types (of ``stream_id``'s, when given), decoded, in ``seq`` order."""
+        with self._errors("read"):
+            rows = self.backend.events.chain_of_types(names, stream_id)
+        return [(row, self.codec.decode(row[3], row[4], row[0])) for row in rows]
 
     def seal_unchained(self) -> int:
         """Seal the events a Lopen older than the hash chain stored, once (``events.seal``); how many."""

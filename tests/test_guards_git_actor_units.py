@@ -299,7 +299,11 @@ def test_a_merge_commit_names_the_session(world, module):
     build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
     module.merge("core").get()
     sha = module.merge("api").get().sha
-    assert git(world.root, "log", "-n1", "--format=%B", sha).strip().endswith(f"Lopen-Session: {world.session}")
+    body = git(world.root, "log", "-n1", "--format=%B", sha).strip().splitlines()
+    merged = [e for e in world.events(ev.ComponentMerged) if e.sha == sha]
+    assert body[-2:] == [f"Lopen-Session: {world.session}", f"Lopen-Chain: {merged[0].chain}"]
+    version, digest = merged[0].chain.split()
+    assert int(version) > 0 and len(digest) == 64  # the module stream's head when the merge commit was made
 
 
 def test_a_lane_loads_a_tree_and_starts_afresh_where_asked(world, module):

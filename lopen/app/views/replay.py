@@ -152,8 +152,8 @@ SHAPES: dict[type[Event], _Shape] = {
         lambda e, g: f"{g.sha(e.from_sha)} {g.arrow} {g.sha(e.to_sha)}", frozenset({"from_sha", "to_sha"})
     ),
     ev.SpecApproved: _Shape(
-        lambda e, g: f"by {e.approver or '(approver not recorded)'}",
-        frozenset({"approver", "spec_hash", "section_hashes"}),
+        lambda e, g: f"by {e.approver or '(approver not recorded)'}" + (f" via {e.via}" if e.via else ""),
+        frozenset({"approver", "spec_hash", "section_hashes", "via"}),
         _approved_details,
     ),
     ev.SessionFailed: _Shape(
