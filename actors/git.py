@@ -359,6 +359,7 @@ class GitActor(pykka.ThreadingActor):
                 self.worktree.move_branch(parent)
                 self._put_back([f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}"])
             found = self.worktree.commit(task.tree, parent, message, merge_parent=merge_parent)
+        added, removed, files = self.worktree.numstat(parent or None, task.tree)
         self.journal.record(
             ev.CommitRecorded(
                 sha=found,
@@ -369,6 +370,9 @@ class GitActor(pykka.ThreadingActor):
                 branch=self.worktree.branch,
                 invocation_id=task.invocation,
                 merge_parent=merge_parent,
+                added=added,
+                removed=removed,
+                files=files,
             )
         )
         self._publish()

@@ -6,10 +6,14 @@ The model never finishes ``a``'s task: after ``workflow.failure_threshold`` fail
 while ``b`` is built, verified and merged; ``c`` is never started, and the run ends paused (exit 2) saying
 that ``a`` needs a person and that ``c`` waits for it. Run again with a model that now finishes ``a``:
 ``a`` and ``c`` are built, ``b`` is not touched again, and the module is complete.
+
+The same run checks the lines changed (P2): each task commit's figures are ``git diff --numstat`` of its
+verified tree against its parent, and `lopen session show`, `lopen log` and `lopen replay` show them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -89,3 +93,55 @@ def test_a_failing_component_blocks_only_its_dependent_and_a_rerun_finishes_just
     (module,) = [e for e in of(records, ev.OracleVerdictRecorded) if e.scope == "module"]
     assert module.passed
     assert of(records, ev.SessionCompleted)
+    lines_changed_are_gits(root, records, cli_path, fixed.url)
+
+
+def numstat(root, parent: str, tree: str) -> tuple[int, int, int]:
+    """``git diff --numstat`` as a person would run it: (added, removed, files); a binary file is a file."""
+    rows = [line.split("\t") for line in git(root, "diff", "--numstat", parent, tree).splitlines()]
+    return (
+        sum(int(a) for a, _, _ in rows if a != "-"),
+        sum(int(r) for _, r, _ in rows if r != "-"),
+        len(rows),
+    )
+
+
+def lines_changed_are_gits(root, records, cli_path: str, url: str) -> None:
+    """P2 on the same run: each task commit records what git says its verified tree changed, and
+    `lopen session show`, `lopen log` and `lopen replay` show those figures (per task, per component,
+    the module's sum) with each task's tokens, premium requests and time."""
+    commits = {e.task_id: e for e in of(records, ev.CommitRecorded) if e.task_id}
+    assert sorted(commits) == ["a/1", "b/1", "c/1"]
+    for commit in commits.values():
+        assert commit.tree == git(root, "rev-parse", f"{commit.sha}^{{tree}}")
+        assert (commit.added, commit.removed, commit.files) == numstat(root, commit.parent, commit.tree)
+        assert commit.files == 2 and commit.added > 0  # value() and its test
+    env = lopen_env(cli_path, url)
+
+    def lopen(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "lopen", *args], cwd=root, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    report = json.loads(lopen("session", "show", "--format", "json"))
+    tasks = {t["id"]: t for c in report["components"] for t in c["tasks"]}
+    for task_id, commit in commits.items():
+        figures = tasks[task_id]
+        assert (figures["lines_added"], figures["lines_removed"], figures["files_changed"]) == (
+            commit.added,
+            commit.removed,
+            commit.files,
+        )
+        assert figures["tokens"] > 0 and figures["seconds"] > 0
+    assert report["changes"] == {
+        "lines_added": sum(c.added for c in commits.values()),
+        "lines_removed": sum(c.removed for c in commits.values()),
+        "files_changed": 6,
+    }
+    a = commits["a/1"]
+    table = lopen("session", "show")
+    assert "## Tasks" in table and "| task | state | tokens | premium requests | time | lines changed |" in table
+    (row,) = [line for line in table.splitlines() if line.startswith("| a/1 |")]
+    assert row.endswith(f"| +{a.added} −{a.removed} in 2 files |"), row
+    assert f"changed: +{a.added} −{a.removed} in 2 files ({a.sha[:8]})" in lopen("log", "a/1")
+    assert f"{a.sha[:12]} +{a.added} −{a.removed} in 2 files" in lopen("replay", "--type", "CommitRecorded")
