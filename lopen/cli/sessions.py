@@ -379,7 +379,8 @@ def show(
     session_id: str | None = typer.Argument(None, metavar="SESSION", help="The session id (default: the latest)."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
+    """Show a session: phase, step, status, plan tree, tokens, a table of each task's tokens, premium
+    requests, time and lines changed, and where it would resume."""
     import msgspec
 
     from lopen.app.queries import state_in
