@@ -372,6 +372,7 @@ class GitActor(pykka.ThreadingActor):
         else:  # made by a run killed before it recorded it: the commit says which head it saw
             made = read_commits(self.worktree.repo_root, [found]).get(found)
             chain = made.chain if made is not None else ""
+        added, removed, files = self.worktree.numstat(parent or None, task.tree)
         self.journal.record(
             ev.CommitRecorded(
                 sha=found,
@@ -383,6 +384,9 @@ class GitActor(pykka.ThreadingActor):
                 invocation_id=task.invocation,
                 merge_parent=merge_parent,
                 chain=chain,
+                added=added,
+                removed=removed,
+                files=files,
             )
         )
         self._publish()

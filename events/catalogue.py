@@ -500,6 +500,11 @@ class CommitRecorded(Event, kw_only=True):
     invocation_id: str = ""  # the invocation that completed the task
     merge_parent: str = ""  # a second parent: the module tip a merge-conflict resolution task merged in
     chain: str = ""  # the commit's Lopen-Chain trailer: "<version> <sha256 hex>" of the module stream
+    # P2: what the commit changed, ``git diff --numstat <parent> <tree>`` (a task's commit: its verified
+    # tree against the branch tip it was committed on); a binary file counts as a file, not as lines
+    added: int = 0  # lines added
+    removed: int = 0  # lines removed
+    files: int = 0  # files changed
 
 
 class ComponentMerged(Event, kw_only=True):

@@ -257,7 +257,7 @@ def log(
     calls, oracle verdicts with their findings, status changes and commits."""
     from lopen.app.queries import task_owner
     from lopen.app.views import replay as rp
-    from lopen.term import number, plural
+    from lopen.term import duration, lines_changed, number, plural
 
     with _store() as store:
         views = store.projections
@@ -272,14 +272,17 @@ def log(
         view = rp.TextView(**_view_options(width, full), tree=True, sessions=True, prompts=True, seq_width=seq_width)
         _write(_lines(view, records))
         spent = views.tokens.tasks(state.module).get(task_id)
+        task = state.tasks[task_id]
         if spent is not None:  # the task's spend across sessions, its oracle checks included
             _write(
                 [
                     f"spent: {plural(spent.total, 'token')}, {number(spent.premium)} premium "
                     f"request{'' if spent.premium == 1 else 's'}, {spent.money} "
-                    f"in {plural(spent.calls, 'model call')}\n".encode()
+                    f"in {plural(spent.calls, 'model call')}, {duration(task.seconds)} of invocations\n".encode()
                 ]
             )
+        if task.commit:  # what its verified tree changed: git diff --numstat of its commit (P2)
+            _write([f"changed: {lines_changed(task.added, task.removed, task.files)} ({task.commit[:8]})\n".encode()])
 
 
 @projections_app.command("rebuild")
@@ -376,7 +379,8 @@ def show(
     session_id: str | None = typer.Argument(None, metavar="SESSION", help="The session id (default: the latest)."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
+    """Show a session: phase, step, status, plan tree, tokens, a table of each task's tokens, premium
+    requests, time and lines changed, and where it would resume."""
     import msgspec
 
     from lopen.app.queries import state_in

@@ -460,6 +460,24 @@ class Worktree:
         out = self._git("diff", "--name-only", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
         return [line for line in out.splitlines() if line]
 
+    def numstat(self, base: str | None, tree: str) -> tuple[int, int, int]:
+        """(lines added, lines removed, files changed) from ``base`` to ``tree``, as ``git diff --numstat``
+        counts them; a binary file (``-`` for its lines) counts as a file changed and adds no lines."""
+        out = self._git("diff", "--numstat", "-z", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
+        added = removed = files = 0
+        fields = iter(out.split("\0"))
+        for entry in fields:
+            if not entry:
+                continue
+            plus, minus, path = entry.split("\t", 2)
+            if not path:  # a rename or copy: the old and new paths follow, one field each
+                next(fields, None)
+                next(fields, None)
+            files += 1
+            added += int(plus) if plus.isdigit() else 0
+            removed += int(minus) if minus.isdigit() else 0
+        return added, removed, files
+
     def dirty_files(self) -> list[str]:
         """The paths whose content differs from the branch tip, as the model left them — measured the
         way verification measures (the worktree written as a tree, Lopen's ignore patterns applied),

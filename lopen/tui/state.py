@@ -37,7 +37,7 @@ from events.recorded import Recorded
 from lopen.app.views.live import LIFECYCLE, ModuleState, TaskNode, TokenTotals
 from lopen.app.views.replay import research_lines
 from lopen.copilot import results as stream
-from lopen.text import plural
+from lopen.text import lines_changed, plural
 from lopen.tui.contract import HeaderInfo
 from lopen.workflow.steps import STEP_NAMES
 
@@ -353,7 +353,9 @@ class ScreenState:
                     level="warn",
                 )
             case ev.CommitRecorded():
-                add("notice", title=f"commit {event.sha[:8]}", detail=event.message, level="ok")
+                shown = event.task_id and event.files
+                lines = f"  {lines_changed(event.added, event.removed, event.files)}" if shown else ""
+                add("notice", title=f"commit {event.sha[:8]}{lines}", detail=event.message, level="ok")
             case ev.Reverted():
                 add(
                     "notice",

@@ -33,6 +33,7 @@ from events.selection import (  # noqa: F401 (re-exported: the faces read the re
     session_records,
     task_records,
 )
+from lopen.text import lines_changed
 from lopen.workflow.renderer import research_lines
 
 _BASE_FIELDS = frozenset({"at", "session_id", "module", "project"})
@@ -147,7 +148,10 @@ SHAPES: dict[type[Event], _Shape] = {
         lambda e, full: [] if e.exit_code == 0 else [f"output: {_tail(e.output_tail, 8, full)}"],
         None,
     ),
-    ev.CommitRecorded: _Shape(lambda e, g: g.sha(e.sha), frozenset({"sha"})),
+    ev.CommitRecorded: _Shape(
+        lambda e, g: g.sha(e.sha) + (f" {lines_changed(e.added, e.removed, e.files)}" if e.files else ""),
+        frozenset({"sha", "added", "removed", "files"}),
+    ),
     ev.Reverted: _Shape(
         lambda e, g: f"{g.sha(e.from_sha)} {g.arrow} {g.sha(e.to_sha)}", frozenset({"from_sha", "to_sha"})
     ),
