@@ -190,7 +190,12 @@ class StepEntered(Event, kw_only=True):
 
 
 class InvocationStarted(Event, kw_only=True):
-    """``parent_invocation`` is set on an oracle invocation: the invocation whose verify tool asked."""
+    """``parent_invocation`` is set on an oracle invocation: the invocation whose verify tool asked.
+    ``prompt`` is the exact prompt sent, part by part (``system``: Lopen's system message; ``guidance``:
+    what replaced the CLI's interactive guidelines; ``user``: the prompt itself, the sections sent
+    included), each the key of a ``BlobStored`` holding its text (``EventStore.blob``)."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"prompt"})
 
     invocation_id: str
     phase: str = ""
@@ -204,6 +209,7 @@ class InvocationStarted(Event, kw_only=True):
     parent_invocation: str = ""
     instructions: tuple[str, ...] = ()  # the repository's instruction files sent, as path@hash
     cli_tools: tuple[str, ...] | None = None  # the CLI's own tools offered (None = all of them)
+    prompt: dict[str, str] = {}  # part ("system", "guidance", "user") → the key of the blob holding its text
 
 
 class InvocationFinished(Event, kw_only=True):
@@ -216,6 +222,8 @@ class InvocationFinished(Event, kw_only=True):
 class ToolCalled(Event, kw_only=True):
     """``agent_id`` is set for a call a sub-agent (the CLI's ``task`` tool) made."""
 
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"result_blob", "result_hash"})
+
     invocation_id: str = ""
     tool: str
     arguments: dict[str, Any] = {}
@@ -226,6 +234,7 @@ class ToolCalled(Event, kw_only=True):
     result_hash: str = ""  # of the whole result, so unchanged re-reads can be told apart after the summary's cut
     call_id: str = ""
     agent_id: str = ""
+    result_blob: str = ""  # the key of the blob holding the whole result, when it is longer than the summary
 
 
 class ModelSaid(Event, kw_only=True):
@@ -542,6 +551,19 @@ class Reverted(Event, kw_only=True):
     from_sha: str
     to_sha: str
     reason: str = ""
+
+
+class BlobStored(Event, kw_only=True):
+    """A large text kept once (a tool call's whole result, a prompt's part), in a stream of its own,
+    ``blob:<project>:<key>``, where ``key`` is the xxh3-128 (hex) of ``text`` encoded as UTF-8: a text
+    stored again is not stored twice. Secrets are redacted before the key is computed (so ``text`` is
+    exempt here: redacting again could only break the key); ``lopen verify`` checks that the text
+    still hashes to its key. ``size`` is its length in characters."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"key", "text"})
+    key: str
+    text: str
+    size: int = 0
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

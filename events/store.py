@@ -9,6 +9,8 @@ Public API (what the workflow calls)::
     store.version(stream_id) -> int
     for rec in store.read_stream(stream, after_version=0, until_version=None): ...  # Recorded(seq, …)
     for rec in store.read_all(after=0): ...                  # every event, in seq order, paged
+    key = store.put_blob(project, text)                      # a large text, kept once (events.blobs)
+    store.blob(project, key) -> str | None
     sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
     store.migrate_legacy(project)                            # a pre-project-id store, once
     store.seal_unchained()                                   # a store older than the hash chain, once
@@ -64,8 +66,16 @@ from events.errors import (
     StoreUnavailable,
     StoreWriteError,
 )
-from events.recorded import META_PREFIX, Recorded, is_legacy, legacy_owner, module_stream, stream_owner
-from events.redaction import might_hold_secret, redact
+from events.recorded import (
+    META_PREFIX,
+    Recorded,
+    blob_stream,
+    is_legacy,
+    legacy_owner,
+    module_stream,
+    stream_owner,
+)
+from events.redaction import might_hold_secret, redact, redact_text
 from events.verify import Report, rewritten, verify
 
 if TYPE_CHECKING:
@@ -88,6 +98,7 @@ class EventStore:
         self._bus = Bus(self.read_all)
         self._projections: Projections | None = None
         self._identity = _file_identity(backend.path)
+        self._blobs: set[str] = set()  # blob streams known to be stored (by this store or found there)
 
     @classmethod
     def open(cls, root: Path, url: str = "", *, read_only: bool = False) -> EventStore:
@@ -164,6 +175,37 @@ class EventStore:
         ]
         self._bus.publish(recorded)
         return top
+
+    def put_blob(self, project: str, text: str) -> str:
+        """Keep ``text`` once in ``project``'s blobs (``events.blobs``); return its key. Secrets are
+        redacted first, so the key names the text as stored. A text stored before costs one failed
+        insert at most (none when this store stored or read it)."""
+        from events.blobs import key_of
+        from events.catalogue import BlobStored
+
+        text = redact_text(text)
+        key = key_of(text)
+        stream = blob_stream(project, key)
+        if stream in self._blobs:
+            return key
+        # stored already (by an earlier run, or another process just now): the same text, nothing to do
+        with contextlib.suppress(ConcurrencyConflict):
+            self.append(stream, [BlobStored(key=key, text=text, size=len(text))], expected_version=0)
+        self._blobs.add(stream)
+        return key
+
+    def blob(self, project: str, key: str) -> str | None:
+        """The text of ``project``'s blob ``key`` as stored (None: no such blob)."""
+        from events.catalogue import BlobStored
+
+        try:
+            stream = blob_stream(project, key)
+        except ValueError:
+            return None
+        for rec in self.read_stream(stream, 0, 1):
+            if isinstance(rec.event, BlobStored):
+                return rec.event.text
+        return None
 
     def _linked(
         self, stream_id: str, base: int, expected: int | None, topics: Sequence[str], payloads: Sequence[bytes]

@@ -168,11 +168,18 @@ def replay(
     since: str | None = typer.Option(None, "--since", help=f"From {BOUND_HELP}."),
     until: str | None = typer.Option(None, "--until", help=f"Up to {BOUND_HELP}."),
     width: int | None = typer.Option(None, "--width", min=40, help="Columns (default: the terminal's)."),
+    transcript: bool = typer.Option(
+        False,
+        "--transcript",
+        help="The conversation as it happened: each invocation's exact prompt, what the model said, every "
+        "tool call with its whole arguments and result, the oracle's verdicts.",
+    ),
 ) -> None:
     """Print a session's history, one event per line, in order (for audit).
 
     The story starts with the spec approval the session worked from (who approved, the approved
-    hashes). Oracle findings and failure causes are shown under their event.
+    hashes). Oracle findings and failure causes are shown under their event. `--transcript` shows the
+    conversation instead, every text whole.
     """
     from lopen.app.queries import module_of_session
     from lopen.app.views import replay as rp
@@ -182,6 +189,12 @@ def replay(
         module_of_session(session_id)  # a malformed id is refused before the store is opened
     if as_json and tree:
         raise LopenError("--tree and --json do not go together", "the tree is a text view", "leave one of them out")
+    if transcript and tree:
+        raise LopenError(
+            "--tree and --transcript do not go together",
+            "the transcript shows each invocation's conversation in order, not as a tree",
+            "leave one of them out",
+        )
     selection = _selection(task, invocation, types, since, until)
     with _store() as store:
         views = store.projections
@@ -205,7 +218,17 @@ def replay(
                 shown[0] += 1
                 yield rec
 
-        if as_json:
+        if transcript:
+            from lopen.app.views import transcript as tr
+
+            blobs = tr.Blobs(store, views.project)
+            if as_json:
+                _write(tr.json_transcript(counted(records), blobs))
+            else:
+                options = _view_options(width, full)
+                said = tr.TranscriptView(blobs, width=int(options["width"]), ascii=bool(options["ascii"]))
+                _write(_lines(said, tr.conversation(counted(records))))
+        elif as_json:
             _write(rp.json_line(rec) for rec in counted(records))
         else:
             view = rp.TextView(**_view_options(width, full), tree=tree, seq_width=len(str(session.last_seq)))

@@ -225,6 +225,7 @@ class Invoker:
                     sections_sent=tuple(context.sections_sent),
                     instructions=tuple(i.label for i in instructions),
                     cli_tools=cli_tools,
+                    prompt=self._keep_prompt(request),
                 )
             )
             if messages:  # W11: delivered in this invocation's prompt, once each
@@ -327,11 +328,21 @@ class Invoker:
                 parent_invocation=parent_invocation,
                 instructions=tuple(i.label for i in self._instructions()) if instructions else (),
                 cli_tools=(),
+                prompt=self._keep_prompt(request),
             )
         )
         result = self.invoke_gateway(request, [], self._streamer(invocation_id))
         self._finish(invocation_id, result, discipline=False)
         return invocation_id, result
+
+    def _keep(self, text: str) -> str:
+        """Store ``text`` once, as a blob of the project (``events.blobs``); its key."""
+        return self.journal.store.put_blob(self.journal.project, text)
+
+    def _keep_prompt(self, request: InvocationRequest) -> dict[str, str]:
+        """The exact prompt sent, part by part, each kept once as a blob: part → key."""
+        parts = {"system": request.system_message, "guidance": request.guidance, "user": request.prompt}
+        return {name: self._keep(text) for name, text in parts.items() if text}
 
     def _streamer(self, invocation_id: str) -> Callable[[StreamEvent], None]:
         def on_event(event: StreamEvent) -> None:
@@ -380,6 +391,7 @@ class Invoker:
                 result_hash=content_hash(record.result),
                 call_id=record.call_id,
                 agent_id=record.agent_id,
+                result_blob=self._keep(record.result) if len(record.result) > RESULT_SUMMARY else "",
             )
         if isinstance(event, AssistantText):
             return ev.ModelSaid(invocation_id=invocation_id, text=event.text, agent_id=event.agent_id)

@@ -473,3 +473,44 @@ def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_c
     failed = lopen(auditor, env, "verify", "--bundle", str(retrailed))
     first = json.loads(zipfile.ZipFile(bundle).read("commits.jsonl").splitlines()[0])["sha"]
     assert failed.returncode == 1 and f"the bundled commit {first[:12]} does not hash to its id" in failed.stderr
+
+
+def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_each_whole_result(demo_run):
+    """Issue 22: the prompts Lopen sent were stored as a size and section names, and tool results were cut
+    to 300 characters; `replay --transcript` now tells the conversation whole, from the store alone."""
+    from tests.e2e.scenario import about, user
+
+    code, root, server, store, session, events, _ = demo_run
+    assert code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
+    shown = lopen(root, env, "replay", session.id, "--transcript")
+    as_json = lopen(root, env, "replay", session.id, "--transcript", "--json")
+
+    assert shown.returncode == 0 and as_json.returncode == 0, shown.stderr + as_json.stderr
+    text = shown.stdout
+    # the prompt of task core/1's first turn, as the scripted model received it, is in the transcript whole
+    received = user(next(r for r in server.chat_requests if about(r, task="core/1", kind="task")))
+    (started,) = [e for e in events if isinstance(e, ev.InvocationStarted) and e.task == "core/1" and e.kind == "task"]
+    prompt = store.blob(store.projections.project, started.prompt["user"])
+    assert prompt and prompt.strip() in received and len(prompt) > 1000 and prompt in text
+    assert "## From the specification" in prompt and "[SLUG-01]" in prompt  # the sections sent, as sent
+    # what the model said, verbatim
+    said = [e.text for e in events if isinstance(e, ev.ModelSaid)]
+    assert said and all(s in text for s in said)
+    # a tool result longer than the old 300-character cut, whole — exactly what the model got back
+    long_calls = [e for e in events if isinstance(e, ev.ToolCalled) and e.result_blob]
+    assert long_calls
+    results = [r for entry in server.chat_requests for r in entry.tool_results()]
+    for call in long_calls:
+        whole = store.blob(store.projections.project, call.result_blob)
+        assert whole is not None and len(whole) > 300 and whole.startswith(call.result_summary)
+        assert whole in text and whole in results
+    # the same conversation as JSON: the blobs' texts inlined, in order
+    lines = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [line["seq"] for line in lines] == sorted(line["seq"] for line in lines)
+    assert any(line.get("prompt_text", {}).get("user") == prompt for line in lines)
+    assert {line["result"] for line in lines if line.get("result_blob")} >= {
+        store.blob(store.projections.project, c.result_blob) for c in long_calls
+    }
+    verdicts = [line for line in lines if line["type"] == "OracleVerdictRecorded"]
+    assert any(not v["passed"] for v in verdicts) and "REJECTED" in text  # the oracle's rejection, in its place
