@@ -304,7 +304,8 @@ def log(
                     f"in {plural(spent.calls, 'model call')}, {duration(task.seconds)} of invocations\n".encode()
                 ]
             )
-        if task.commit:  # what its verified tree changed: git diff --numstat of its commit (P2)
+        if task.commit and task.files:  # what its verified tree changed: git diff --numstat of its commit (P2;
+            # a commit recorded before Lopen counted its lines has none to show)
             _write([f"changed: {lines_changed(task.added, task.removed, task.files)} ({task.commit[:8]})\n".encode()])
 
 
