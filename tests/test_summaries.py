@@ -219,3 +219,20 @@ def section_text(root: Path) -> str:
     source = (root / "docs" / "requirements" / "auth" / "SPECIFICATION.md").read_text()
     start = source.index("## Password Hashing Component")
     return source[start : source.index("## Notes")]
+
+
+def test_a_section_cut_before_a_bigger_one_comes_back_whole_when_that_cut_left_room(journal: Journal) -> None:
+    root = journal.store.root
+    notes = "Refresh tokens rotate on every use. " * 10
+    spec = root / "docs" / "requirements" / "short" / "SPECIFICATION.md"
+    spec.parent.mkdir(parents=True)
+    spec.write_text(SPEC.replace("name: auth", "name: short").replace(NOTES, notes))
+
+    context = assemble_context(
+        root, "short", "planning", budget_tokens=300, summaries=Summaries(root, lambda wanted: "argon2id, 64 MiB.")
+    )
+
+    # the more important section first: its summary; then the room left takes the smaller one whole
+    assert context.summarised == ["Password Hashing Component"] and context.cut == []
+    assert notes.strip() in context.text and "Notes" in context.sections_sent  # cut first, then back
+    assert context.tokens_estimate <= 300

@@ -34,8 +34,9 @@ or partly) in the order it was cut: spec sections by key, research by file name,
 `(title)`, `spec check`, `spec pattern`, `contents`, `research index`.
 
 Summaries (given ``summaries``, ``lopen.documents.summaries``): once the cutting is done, each spec
-section sent whole before but now cut wholly (to its marker) is, most important first, sent as a
-summary instead when it fits in what the budget has left: `==== Summary of § <key> (the section is
+section sent whole before but now cut wholly (to its marker) is, most important first, sent whole
+again when the cuts after it left room for it, else sent as a summary when one fits in what the
+budget has left and is shorter than the section: `==== Summary of § <key> (the section is
 longer than this prompt's budget; ask with read_spec(…) for the whole) ====`. A summary is made once
 per section content and cached, and made only when the budget has room for one of the length asked
 for (``SUMMARY_WORDS`` words, ~160 tokens); one that cannot be made or does not fit leaves the cut as
@@ -491,6 +492,11 @@ def _fit(
             if not (piece.summarisable and rendered[i] == piece.cut_marker()):
                 continue
             room = budget_tokens - total() + estimate_tokens(rendered[i])
+            if estimate_tokens(piece.render()) <= room:  # higher-priority cuts made room for it whole
+                rendered[i] = piece.render()
+                cut.remove(piece.name)
+                sent = [p.name for p in order if p.name in sent or p is piece]
+                continue
             known = summaries.cached(piece.body)
             if known is None and (failed or room < estimate_tokens(piece.summary("")) + _SUMMARY_ROOM):
                 continue  # no room for a summary of the length asked for, or the last one failed: none made
@@ -501,7 +507,7 @@ def _fit(
                 failed = True
                 continue
             marker, rendered[i] = rendered[i], summary
-            if total() > budget_tokens:
+            if total() > budget_tokens or estimate_tokens(summary) >= estimate_tokens(piece.render()):
                 rendered[i] = marker
                 unsummarised.append(f"{piece.name}: its summary (~{estimate_tokens(summary)} tokens) does not fit")
                 continue
