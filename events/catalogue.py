@@ -189,8 +189,14 @@ class StepEntered(Event, kw_only=True):
     why: str = ""
 
 
+HELPER_KINDS = frozenset({"oracle", "summary"})  # invocations made for another one, under its id
+
+
 class InvocationStarted(Event, kw_only=True):
-    """``parent_invocation`` is set on an oracle invocation: the invocation whose verify tool asked.
+    """``parent_invocation`` is set on an oracle invocation (the invocation whose verify tool asked) and
+    on a summary invocation (``kind="summary"``: a spec section summarised for the prompt of the
+    invocation it names, recorded just before that one starts). ``sections_summarised`` names the spec
+    sections sent as summaries, ``sections_cut`` those cut (wholly or partly) to fit the context budget.
     ``prompt`` is the exact prompt sent, part by part (``system``: Lopen's system message; ``guidance``:
     what replaced the CLI's interactive guidelines; ``user``: the prompt itself, the sections sent
     included), each the key of a ``BlobStored`` holding its text (``EventStore.blob``)."""
@@ -210,6 +216,8 @@ class InvocationStarted(Event, kw_only=True):
     instructions: tuple[str, ...] = ()  # the repository's instruction files sent, as path@hash
     cli_tools: tuple[str, ...] | None = None  # the CLI's own tools offered (None = all of them)
     prompt: dict[str, str] = {}  # part ("system", "guidance", "user") → the key of the blob holding its text
+    sections_summarised: tuple[str, ...] = ()
+    sections_cut: tuple[str, ...] = ()
 
 
 class InvocationFinished(Event, kw_only=True):

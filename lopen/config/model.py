@@ -302,6 +302,14 @@ class Context(_Section):
     token_budget: Annotated[
         Positive, _doc("Tokens of documents put into one prompt; lower-priority sections are cut first.")
     ] = 24000
+    summaries: Annotated[
+        bool,
+        _doc(
+            "Send a spec section that has to be cut whole as a summary instead, where one fits: made once "
+            "per section content by models.oracle (no tools, counted in the budgets), cached under "
+            ".lopen/cache/summaries/. false = cut it."
+        ),
+    ] = True
 
 
 HostPattern = Annotated[

@@ -313,7 +313,7 @@ class SpanBuilder:
             events=[],
         )
         trace.usage[invocation_id] = _Usage()
-        if event.kind != "oracle":
+        if event.kind not in ev.HELPER_KINDS:
             trace.order.append(invocation_id)
             trace.tasks[invocation_id] = event.task
 

@@ -219,7 +219,7 @@ class ScreenState:
                 self.invocation = None
             case ev.StepEntered():
                 self.step, self.phase = event.step, event.phase
-            case ev.InvocationStarted() if event.kind != "oracle":
+            case ev.InvocationStarted() if event.kind not in ev.HELPER_KINDS:
                 self.invocation = Invocation(
                     id=event.invocation_id,
                     kind=event.kind,
@@ -296,7 +296,7 @@ class ScreenState:
             case ev.ResearchCompleted():
                 head, *notes = research_lines(event)
                 add("notice", title=head, detail="\n".join(notes), level="ok" if notes else "info")
-            case ev.InvocationStarted() if event.kind != "oracle":
+            case ev.InvocationStarted() if event.kind not in ev.HELPER_KINDS:
                 what = event.task or event.component or event.kind
                 add("notice", title=f"invocation: {what}", detail=event.model, level="info")
             case ev.InvocationFinished() if event.outcome != "ok":

@@ -41,6 +41,7 @@ class Kind(StrEnum):
     COMPONENT_VERIFICATION = "component-verification"
     MODULE_VERIFICATION = "module-verification"
     ORACLE = "oracle"
+    SUMMARY = "summary"  # a spec section that does not fit a prompt, summarised (lopen.documents.summaries)
 
 
 READ_TOOLS = ("get_current_context", "read_spec", "read_research", "read_plan")
@@ -61,6 +62,7 @@ TOOLSETS: dict[Kind, tuple[str, ...]] = {
     Kind.COMPONENT_VERIFICATION: (*READ_TOOLS, "report_progress", "verify_component_completion"),
     Kind.MODULE_VERIFICATION: (*READ_TOOLS, "report_progress", "verify_module_completion"),
     Kind.ORACLE: (),
+    Kind.SUMMARY: (),
 }
 
 
@@ -83,6 +85,7 @@ CLI_TOOLS: dict[Kind, tuple[str, ...]] = {
     Kind.COMPONENT_VERIFICATION: READ_ONLY_CLI_TOOLS,
     Kind.MODULE_VERIFICATION: READ_ONLY_CLI_TOOLS,
     Kind.ORACLE: (),
+    Kind.SUMMARY: (),
 }
 
 
