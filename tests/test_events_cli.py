@@ -193,6 +193,7 @@ def test_session_list_and_show(project: Path) -> None:
         "worktree",
         "components",
         "tokens",
+        "changes",
         "resume",
         "problems",
     ]
@@ -282,7 +283,7 @@ def test_a_corrupt_store_is_quarantined_with_a_clear_message(tmp_path: Path) -> 
     assert again.returncode == 0 and "no sessions yet" in again.stdout
 
 
-def test_a_read_only_lopen_folder_stops_with_the_path(tmp_path: Path, project: Path) -> None:
+def test_a_read_only_lopen_folder_is_read_and_a_write_stops_with_the_path(tmp_path: Path, project: Path) -> None:
     """Tests run as root, which ignores permission bits; the immutable attribute (chattr +i) is a
     read-only folder root must respect too. The store exists, but its WAL cannot be created."""
     root = tmp_path / "copy"
@@ -291,9 +292,11 @@ def test_a_read_only_lopen_folder_stops_with_the_path(tmp_path: Path, project: P
     if subprocess.run(["chattr", "+i", str(lopen_dir)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not available on this filesystem")
     try:
-        out = lopen(root, "session", "list")
+        listed = lopen(root, "session", "list")  # reading needs no write: it reads a private copy (issue 21)
+        out = lopen(root, "session", "delete", "auth-20261126-1")
     finally:
         subprocess.run(["chattr", "-i", str(lopen_dir)], check=True)
+    assert listed.returncode == 0 and "auth-20261126-1" in listed.stdout
     assert out.returncode == 1
     assert f"cannot write the event store at {lopen_dir / 'store.sqlite'}" in out.stderr
     assert "Operation not permitted (errno 1)" in out.stderr and "Traceback" not in out.stderr

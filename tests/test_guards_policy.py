@@ -302,7 +302,9 @@ def test_custom_tool_decisions_answer_in_full(project):
 
 def test_an_mcp_request_without_names_is_refused_as_unknown(project):
     refused = decide(session(project), SimpleNamespace(kind="mcp"))
-    assert refused == Decision("mcp", "?/?", False, "MCP servers are not available in Lopen's sessions")
+    assert refused == Decision(
+        "mcp", "?/?", False, "? is not one of this session's MCP servers (mcp.servers: task and verification sessions)"
+    )
 
 
 def test_memory_requests_are_refused_and_name_their_subject(project):

@@ -19,7 +19,7 @@ from events.journal import Journal
 from events.store import EventStore
 
 PROJECT, MODULE = "story", "slugify"
-NOW = time.time()
+NOW = time.time()  # at collection: the leases below last a day, so a slow suite never outlives them
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def project(tmp_path: Path) -> Path:
         )
         for lane, component in ((1, "core"), (2, "cli")):
             j.record(
-                ev.ComponentClaimed(component=component, worker=f"vm:42/{lane}", lease_until=NOW + 600),
+                ev.ComponentClaimed(component=component, worker=f"vm:42/{lane}", lease_until=NOW + 86_400),
                 ev.BranchEnsured(
                     branch=f"lopen/slugify--{component}", base="b" * 40, component=component, created=True
                 ),
@@ -52,7 +52,7 @@ def project(tmp_path: Path) -> Path:
         j.record(
             ev.ToolCalled(invocation_id="inv-cli", tool="bash", arguments={"command": "python -m pytest -q"}),
             ev.ToolCalled(invocation_id="inv-core", tool="create", arguments={"path": "core.py"}),
-            ev.ComponentLeaseRenewed(component="core", worker="vm:42/1", lease_until=NOW + 900),
+            ev.ComponentLeaseRenewed(component="core", worker="vm:42/1", lease_until=NOW + 90_000),
         )
     return root
 
@@ -74,7 +74,7 @@ def test_session_show_puts_the_components_side_by_side_with_worker_lease_and_sta
     assert "| in-progress | vm:42/2 |" in cli and "lopen/slugify--cli" in cli
     data = json.loads(lopen(project, "session", "show", "-f", "json").stdout)
     by_slug = {c["slug"]: c for c in data["components"]}
-    assert by_slug["core"]["worker"] == "vm:42/1" and by_slug["core"]["lease_until"] == pytest.approx(NOW + 900)
+    assert by_slug["core"]["worker"] == "vm:42/1" and by_slug["core"]["lease_until"] == pytest.approx(NOW + 90_000)
     assert by_slug["cli"]["branch"] == "lopen/slugify--cli"
 
 

@@ -91,8 +91,8 @@ def test_invalid_arguments_become_a_failed_result_and_the_session_continues(scri
 
 
 def test_a_handler_that_raises_becomes_a_failed_result(scripted, gateway_for):
-    def explode(args: EchoArgs) -> str:
-        raise RuntimeError("the disk is on fire")
+    def explode(args: EchoArgs) -> str:  # a failure the model can act on (an internal error is not told: tools.py)
+        raise OSError("the disk is on fire")
 
     server = scripted(ECHO_PLAYBOOK)
     result = gateway_for(server).invoke(request("please echo"), [echo_tool(explode)])
