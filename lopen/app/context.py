@@ -62,18 +62,28 @@ class Project:
 
     def open(self) -> tuple[EventStore, str]:
         """The project's store and id, for a caller that keeps it open (and closes it)."""
+        from lopen.app.tracing import observe
         from lopen.project import open_store
 
         settings = self.settings()
-        return open_store(self.root, settings.store.url, settings.project.id)
+        store, project = open_store(self.root, settings.store.url, settings.project.id)
+        observe(store, project)  # a traced command's appends are spans of its trace
+        return store, project
 
     @contextlib.contextmanager
     def store(self) -> Iterator[tuple[EventStore, str]]:
         """The project's store with its projections caught up, and the project id."""
         if self.opened is not None:
+            from lopen.app.tracing import observe
+
             store, project = self.opened
             store.projections.catch_up()
-            yield store, project
+            stop = observe(store, project)
+            try:
+                yield store, project
+            finally:
+                if stop is not None:
+                    stop()
             return
         store, project = self.open()
         with store:
