@@ -45,13 +45,20 @@ def command_span(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
     return span
 
 
-def test_spec_approve_exports_a_trace_naming_who_approved_with_its_append(tmp_path: Path) -> None:
+def test_spec_approve_and_projections_rebuild_export_a_trace_naming_who_asked(tmp_path: Path) -> None:
     root = approvable(tmp_path / "project")
     with OtlpReceiver() as receiver:
         done = lopen(root, "spec", "approve", "slugify", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+        rebuilt = lopen(root, "projections", "rebuild", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
         spans = receiver.spans()
     assert done.returncode == 0, done.stderr
-    assert "warning" not in done.stderr
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "warning" not in done.stderr + rebuilt.stderr
+
+    rebuild = command_span(spans, "lopen projections rebuild")
+    assert (rebuild.attributes["lopen.actor"], rebuild.attributes["lopen.projections.identical"]) == ("cli:ada", True)
+    assert rebuild.attributes["lopen.projections.events"] == 2  # the approval and who asked for it
+    spans = [s for s in spans if s.trace_id != rebuild.trace_id]  # a trace per command
 
     approve = command_span(spans, "lopen spec approve")
     assert approve.parent_id == ""  # a root: no TRACEPARENT given
