@@ -53,7 +53,7 @@ from events.fold import MODULE_ITEM, PLAN_ITEM, Fence, ModuleState
 from events.journal import Contradiction, Fenced, Journal, JournalClosed
 from lopen.workflow.cycle import churn_stop, given_up, guard_stop, interrupted, settle, spec_stop, turn
 from lopen.workflow.decide import Action
-from lopen.workflow.schedule import Work, fan_out, next_work, ready
+from lopen.workflow.schedule import Work, fan_out, next_work, ready, waiting_on
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
 POLL = 0.5  # seconds between looks at the store while other workers hold what is left
@@ -524,7 +524,7 @@ class ForemanActor(pykka.ThreadingActor):
     def _idle(self, work: Work) -> Action | None:
         """Nothing runs and nothing could start: how this ends (None: the caller goes on)."""
         if self.given_up:
-            return given_up(self.given_up)
+            return given_up(self.given_up, self.journal.read(lambda s: waiting_on(s, self.given_up)))
         if work.held or not self.worker_mode:
             return None
         return Action(kind="pause", exit_code=2, reason=f"nothing this worker can do now ({work.why})")

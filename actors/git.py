@@ -44,21 +44,25 @@ from events.recorded import Recorded
 from events.store import EventStore
 from lopen.git import GitError, Repository, Worktree
 from lopen.git.merge import commit_merge, is_ancestor, merge_trees
+from lopen.git.witness import chain_value, read_commits, trailers
 
 PUSH_ATTEMPTS = 5  # pushes to git.remote that meet another worker's at the same moment are tried again
 FETCH_WAIT_SECONDS = 60.0  # how long a commit the history names may take to reach git.remote
 
 
-def commit_message(module: str, task: TaskNode, session_id: str) -> str:
-    """``feat(<module>): <task> in <component>`` (G2) with trailers naming the task and the session."""
-    return (
-        f"feat({module}): {task.name} in {task.component}\n\n"
-        f"Lopen-Task: {task.id}\nLopen-Session: {session_id or '-'}\n"
-    )
+def commit_message(module: str, task: TaskNode, session_id: str, chain: str = "") -> str:
+    """``feat(<module>): <task> in <component>`` (G2) with trailers naming the task, the session and the
+    module stream's chain head (``Lopen-Chain``, ``lopen.git.witness``)."""
+    return f"feat({module}): {task.name} in {task.component}\n\nLopen-Task: {task.id}\n" + trailers(session_id, chain)
 
 
-def merge_message(module: str, component: str, session_id: str) -> str:
-    return f"merge({module}): component {component}\n\nLopen-Merge: {component}\nLopen-Session: {session_id or '-'}\n"
+def merge_message(module: str, component: str, session_id: str, chain: str = "") -> str:
+    return f"merge({module}): component {component}\n\nLopen-Merge: {component}\n" + trailers(session_id, chain)
+
+
+def docs_message(subject: str, session_id: str, chain: str) -> str:
+    """A commit of Lopen's own documents (the approved spec, the research notes) with its trailers."""
+    return f"{subject}\n\n" + trailers(session_id, chain)
 
 
 class MergeResult(msgspec.Struct, frozen=True):
@@ -138,6 +142,8 @@ class GitActor(pykka.ThreadingActor):
             )
         self._follow_branch()
         self.settle()
+        if self.worktree.tip():
+            self.worktree.sync_index()  # a run killed after a commit, before its reset
         self.adopt_spec()
         if made:
             self._publish()
@@ -189,6 +195,8 @@ class GitActor(pykka.ThreadingActor):
                     )
                 )
         self.settle()
+        if self.worktree.tip():
+            self.worktree.sync_index()  # a run killed after a commit, before its reset
         return self.worktree.branch
 
     def _have(self, sha: str, branch: str = "") -> None:
@@ -261,14 +269,17 @@ class GitActor(pykka.ThreadingActor):
             self._have(parent)
             if self.worktree.show(parent, relative) == content:
                 return
-            message = f"docs({module}): the approved specification"
+            subject = f"docs({module}): the approved specification"
             if self.worktree.tip() != parent:
                 self._follow_to(parent)
-            sha = self.worktree.commit_file(relative, content, parent, message)
+            chain = self._chain()
+            sha = self.worktree.commit_file(relative, content, parent, docs_message(subject, self._session(), chain))
             tree = self.worktree.tree_of(sha)
             try:
                 self.journal.record(
-                    ev.CommitRecorded(sha=sha, message=message, tree=tree, parent=parent, branch=self.worktree.branch)
+                    ev.CommitRecorded(
+                        sha=sha, message=subject, tree=tree, parent=parent, branch=self.worktree.branch, chain=chain
+                    )
                 )
             except Contradiction:
                 self.worktree.move_branch(parent)  # not recorded: the next try goes on the history's tip
@@ -296,16 +307,18 @@ class GitActor(pykka.ThreadingActor):
             return ""
         if self.worktree.tip() != parent:
             self._follow_to(parent)
-        message = f"docs({module}): research notes"
-        sha = self.worktree.commit_files(changed, parent, message)
+        subject = f"docs({module}): research notes"
+        chain = self._chain()
+        sha = self.worktree.commit_files(changed, parent, docs_message(subject, self._session(), chain))
         try:
             self.journal.record(
                 ev.CommitRecorded(
                     sha=sha,
-                    message=message,
+                    message=subject,
                     tree=self.worktree.tree_of(sha),
                     parent=parent,
                     branch=self.worktree.branch,
+                    chain=chain,
                 )
             )
         except Contradiction:
@@ -348,13 +361,18 @@ class GitActor(pykka.ThreadingActor):
 
         module, parent, merge_parent = self.journal.read(where)
         found = self.worktree.find_commit(task.tree, parent, trailer)
-        message = commit_message(module, task, self.journal.session_id)
+        chain = self._chain()
+        message = commit_message(module, task, self.journal.session_id, chain)
         if found is None:
             tip = self.worktree.tip()
             if tip != parent:  # the model moved it: Lopen's commits go on Lopen's history, and it is told
                 self.worktree.move_branch(parent)
                 self._put_back([f"{self.worktree.branch} was moved to {tip[:8] or 'nothing'}"])
             found = self.worktree.commit(task.tree, parent, message, merge_parent=merge_parent)
+        else:  # made by a run killed before it recorded it: the commit says which head it saw
+            made = read_commits(self.worktree.repo_root, [found]).get(found)
+            chain = made.chain if made is not None else ""
+        added, removed, files = self.worktree.numstat(parent or None, task.tree)
         self.journal.record(
             ev.CommitRecorded(
                 sha=found,
@@ -365,9 +383,21 @@ class GitActor(pykka.ThreadingActor):
                 branch=self.worktree.branch,
                 invocation_id=task.invocation,
                 merge_parent=merge_parent,
+                chain=chain,
+                added=added,
+                removed=removed,
+                files=files,
             )
         )
         self._publish()
+
+    def _chain(self) -> str:
+        """The ``Lopen-Chain`` trailer's value for a commit made now: the module stream's head as stored
+        (read from the store, not this process's fold: a lane's or another worker's events count too)."""
+        return chain_value(*self.store.head(self.journal.stream))
+
+    def _session(self) -> str:
+        return self.journal.session_id
 
     def _publish(self) -> None:
         """With a remote: push the branch Lopen just moved (a component's is forced: it can start afresh).
@@ -412,6 +442,7 @@ class GitActor(pykka.ThreadingActor):
             self._have(into)
             self._have(tip, lane.branch)
             root = self.worktree.repo_root
+            chain = ""
             if is_ancestor(root, into, tip):
                 sha, fast, tree = tip, True, self.worktree.tree_of(tip)
             else:
@@ -419,8 +450,9 @@ class GitActor(pykka.ThreadingActor):
                 if not merged.clean:
                     return MergeResult("conflict", into=into, files=merged.conflicts, tree=merged.tree)
                 tree, fast = merged.tree, False
+                chain = self._chain()
                 sha = commit_merge(
-                    root, tree, (into, tip), merge_message(state.module, component, self.journal.session_id)
+                    root, tree, (into, tip), merge_message(state.module, component, self.journal.session_id, chain)
                 )
             try:
                 self.journal.record(
@@ -432,6 +464,7 @@ class GitActor(pykka.ThreadingActor):
                         tree=tree,
                         fast_forward=fast,
                         branch=self.worktree.branch,
+                        chain=chain,
                     ),
                     fence=fence,
                 )

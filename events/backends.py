@@ -16,8 +16,10 @@ Stream ids are stored as text originator ids (``session:<id>``, ``module:<name>`
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -95,6 +97,11 @@ class EventRecorder(Protocol):
     def add_links(self, links: Sequence[Link]) -> None:
         """Store sealed links; one already stored is kept (sealing is deterministic, so it is the same)."""
 
+    def chain_of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[ChainRow]:
+        """The events of these types (every schema version: topics ``<name>@…``), of every stream or of
+        ``stream_id``, in ``seq`` order: what ``lopen verify`` checks against git."""
+        ...
+
 
 def prefix_end(prefix: str) -> str:
     """The least string after every string that starts with ``prefix`` (binary order): a range scan's end."""
@@ -128,10 +135,13 @@ class Backend:
         self.events: EventRecorder = events
         self.views: ViewRecorder = views
         self._datastore = datastore
+        self.snapshot = ""  # a private copy's folder when the store's own folder is read-only (open_snapshot)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._datastore.close()
+        if self.snapshot:
+            shutil.rmtree(self.snapshot, ignore_errors=True)
 
 
 def open_backend(root: Path, url: str = "") -> Backend:
@@ -201,6 +211,35 @@ def os_diagnosis(folder: Path) -> str:
     if limit != resource.RLIM_INFINITY:
         notes.append(f"file size limit (ulimit -f) {limit:,} bytes")
     return "; ".join(notes)
+
+
+READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def read_only_folder(exc: StoreWriteError) -> bool:
+    """``exc`` says the store's folder or file cannot be written (permissions, a read-only mount) —
+    not a full disk or an I/O error."""
+    cause = exc.__cause__
+    return isinstance(cause, OSError) and cause.errno in READ_ONLY_ERRNOS
+
+
+def open_snapshot(path: Path) -> Backend:
+    """A private copy of the SQLite store at ``path`` — the file and its write-ahead log — opened in
+    a temporary folder that goes with the backend: for reading a store whose folder cannot be
+    written (SQLite in WAL mode cannot open a database read-only without writing its ``-shm`` file
+    beside it). What the copy shows is the store as it was when copied; nothing is written back."""
+    folder = tempfile.mkdtemp(prefix="lopen-snapshot-")
+    try:
+        copy = Path(folder) / path.name
+        shutil.copyfile(path, copy)
+        if os.path.exists(f"{path}-wal"):
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        backend = open_sqlite(copy)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    backend.location, backend.path, backend.snapshot = str(path), path, folder
+    return backend
 
 
 def open_sqlite(path: Path) -> Backend:
@@ -321,6 +360,15 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=True) as c:
             c.executemany("INSERT INTO chain_links VALUES (?,?,?) ON CONFLICT DO NOTHING", links)
 
+    def chain_of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[ChainRow]:
+        ranges = " OR ".join("(e.topic >= ? AND e.topic < ?)" for _ in names)
+        params: list[object] = [bound for name in names for bound in (f"{name}@", prefix_end(f"{name}@"))]
+        where = f"WHERE ({ranges})" if names else "WHERE 0"
+        if stream_id is not None:
+            where += " AND e.originator_id = ?"
+            params.append(stream_id)
+        return self._select(_CHAIN_SELECT + where + " ORDER BY e.rowid", params)
+
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         with self.datastore.transaction(commit=False) as c:
             c.sqlite_cursor.row_factory = None  # plain tuples: much faster than sqlite3.Row
@@ -427,16 +475,64 @@ class SQLiteViewRecorder(SQLiteTrackingRecorder):
                 self._insert_tracking(c, Tracking(name, position))
 
 
+def rescue(path: Path, how: str) -> Path | None:
+    """Save the store this process still holds open after its file at ``path`` was deleted or replaced
+    (``how``): the open descriptors of the old file and its write-ahead log (``/proc/self/fd``, Linux)
+    are copied to ``.lopen/corrupted/store.sqlite-<how>-<UTC time>`` and the log folded into it, so the
+    copy holds every event committed until then. None when nothing could be saved."""
+    held = _open_copies(path)
+    if not held.get(""):
+        return None
+    dest = _aside(path.parent / "corrupted", f"{path.name}-{how}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        for suffix, fd in held.items():
+            with open(f"/proc/self/fd/{fd}", "rb") as source, open(f"{dest}{suffix}", "xb") as target:
+                shutil.copyfileobj(source, target)
+        with contextlib.closing(sqlite3.connect(dest)) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                raise sqlite3.DatabaseError("the saved copy does not pass quick_check")
+    except (OSError, sqlite3.Error):
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{dest}{suffix}")
+        return None
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.unlink(f"{dest}{suffix}")
+    return dest
+
+
+def _open_copies(path: Path) -> dict[str, int]:
+    """This process's descriptors of the deleted ``path`` (``""``) and its ``-wal``, by suffix."""
+    wanted = {f"{path} (deleted)": "", f"{path}-wal (deleted)": "-wal"}
+    found: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                suffix = wanted.get(os.readlink(f"/proc/self/fd/{name}"))
+                if suffix is not None and suffix not in found:
+                    found[suffix] = int(name)
+    return found
+
+
+def _aside(folder: Path, name: str) -> Path:
+    """A new path ``folder/<name>-<UTC time>[-n]`` that does not exist yet."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = folder / f"{name}-{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = folder / f"{name}-{stamp}-{n}"
+    return dest
+
+
 def quarantine(path: Path) -> Path:
     """Move a damaged store file (and its -wal/-shm) to ``.lopen/corrupted/``; never delete it."""
     folder = path.parent / "corrupted"
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    dest = folder / f"{path.name}-{stamp}"
-    n = 1
-    while dest.exists():
-        n += 1
-        dest = folder / f"{path.name}-{stamp}-{n}"
+    dest = _aside(folder, path.name)
     for suffix in ("", "-wal", "-shm"):
         source = Path(f"{path}{suffix}")
         if source.exists():

@@ -145,10 +145,11 @@ class SessionAbandoned(Event, kw_only=True):
 class SpecApproved(Event, kw_only=True):
     """The human gate (W4). ``approver`` is the git user (or ``$USER``) who approved."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"spec_hash", "section_hashes", "approver", "via"})
     spec_hash: str
     section_hashes: dict[str, str] = {}
     approver: str = ""
+    via: str = ""  # who asked, through which face: cli:<user>, tui:<user>, mcp:<client name> ("": not recorded)
 
 
 class SpecDriftDetected(Event, kw_only=True):
@@ -188,8 +189,19 @@ class StepEntered(Event, kw_only=True):
     why: str = ""
 
 
+HELPER_KINDS = frozenset({"oracle", "summary"})  # invocations made for another one, under its id
+
+
 class InvocationStarted(Event, kw_only=True):
-    """``parent_invocation`` is set on an oracle invocation: the invocation whose verify tool asked."""
+    """``parent_invocation`` is set on an oracle invocation (the invocation whose verify tool asked) and
+    on a summary invocation (``kind="summary"``: a spec section summarised for the prompt of the
+    invocation it names, recorded just before that one starts). ``sections_summarised`` names the spec
+    sections sent as summaries, ``sections_cut`` those cut (wholly or partly) to fit the context budget.
+    ``prompt`` is the exact prompt sent, part by part (``system``: Lopen's system message; ``guidance``:
+    what replaced the CLI's interactive guidelines; ``user``: the prompt itself, the sections sent
+    included), each the key of a ``BlobStored`` holding its text (``EventStore.blob``)."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"prompt"})
 
     invocation_id: str
     phase: str = ""
@@ -203,6 +215,9 @@ class InvocationStarted(Event, kw_only=True):
     parent_invocation: str = ""
     instructions: tuple[str, ...] = ()  # the repository's instruction files sent, as path@hash
     cli_tools: tuple[str, ...] | None = None  # the CLI's own tools offered (None = all of them)
+    prompt: dict[str, str] = {}  # part ("system", "guidance", "user") → the key of the blob holding its text
+    sections_summarised: tuple[str, ...] = ()
+    sections_cut: tuple[str, ...] = ()
 
 
 class InvocationFinished(Event, kw_only=True):
@@ -215,6 +230,8 @@ class InvocationFinished(Event, kw_only=True):
 class ToolCalled(Event, kw_only=True):
     """``agent_id`` is set for a call a sub-agent (the CLI's ``task`` tool) made."""
 
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"result_blob", "result_hash"})
+
     invocation_id: str = ""
     tool: str
     arguments: dict[str, Any] = {}
@@ -225,6 +242,7 @@ class ToolCalled(Event, kw_only=True):
     result_hash: str = ""  # of the whole result, so unchanged re-reads can be told apart after the summary's cut
     call_id: str = ""
     agent_id: str = ""
+    result_blob: str = ""  # the key of the blob holding the whole result, when it is longer than the summary
 
 
 class ModelSaid(Event, kw_only=True):
@@ -485,9 +503,11 @@ class BranchEnsured(Event, kw_only=True):
 
 
 class CommitRecorded(Event, kw_only=True):
-    """A commit Lopen made: ``tree`` is exactly the verified tree, ``parent`` the branch tip before it."""
+    """A commit Lopen made: ``tree`` is exactly the verified tree, ``parent`` the branch tip before it;
+    ``chain`` the value of its ``Lopen-Chain`` trailer (``<version> <digest>``: the module stream's hash
+    chain head when it was made, ``lopen.git.witness``), "" for a commit made without one."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "tree", "parent"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "tree", "parent", "chain"})
     sha: str
     message: str = ""
     task_id: str = ""  # set when the commit completes a task
@@ -496,6 +516,12 @@ class CommitRecorded(Event, kw_only=True):
     branch: str = ""
     invocation_id: str = ""  # the invocation that completed the task
     merge_parent: str = ""  # a second parent: the module tip a merge-conflict resolution task merged in
+    chain: str = ""  # the commit's Lopen-Chain trailer: "<version> <sha256 hex>" of the module stream
+    # P2: what the commit changed, ``git diff --numstat <parent> <tree>`` (a task's commit: its verified
+    # tree against the branch tip it was committed on); a binary file counts as a file, not as lines
+    added: int = 0  # lines added
+    removed: int = 0  # lines removed
+    files: int = 0  # files changed
 
 
 class ComponentMerged(Event, kw_only=True):
@@ -504,7 +530,7 @@ class ComponentMerged(Event, kw_only=True):
     ``component_tip``), ``tree`` its tree. Merges are serialized by the module's history: one whose
     ``parent`` is not the module branch's tip is refused."""
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "parent", "component_tip", "tree"})
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"sha", "parent", "component_tip", "tree", "chain"})
     component: str
     sha: str
     parent: str = ""
@@ -512,6 +538,7 @@ class ComponentMerged(Event, kw_only=True):
     tree: str = ""
     fast_forward: bool = False
     branch: str = ""
+    chain: str = ""  # a merge commit's Lopen-Chain trailer (none for a fast-forward: no commit is made)
 
 
 class ComponentMergeConflicted(Event, kw_only=True):
@@ -532,6 +559,19 @@ class Reverted(Event, kw_only=True):
     from_sha: str
     to_sha: str
     reason: str = ""
+
+
+class BlobStored(Event, kw_only=True):
+    """A large text kept once (a tool call's whole result, a prompt's part), in a stream of its own,
+    ``blob:<project>:<key>``, where ``key`` is the xxh3-128 (hex) of ``text`` encoded as UTF-8: a text
+    stored again is not stored twice. Secrets are redacted before the key is computed (so ``text`` is
+    exempt here: redacting again could only break the key); ``lopen verify`` checks that the text
+    still hashes to its key. ``size`` is its length in characters."""
+
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"key", "text"})
+    key: str
+    text: str
+    size: int = 0
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

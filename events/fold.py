@@ -161,6 +161,16 @@ class ModuleState(msgspec.Struct, kw_only=True):
         component = self.components.get(slug)
         return [self.tasks[t] for t in component.tasks] if component else []
 
+    def changes(self, component: str = "") -> tuple[int, int, int]:
+        """P2: (lines added, lines removed, files changed) by the commits of ``component``'s tasks (every
+        task's when ""), summed per task (a file two tasks changed counts twice)."""
+        tasks = self.component_tasks(component) if component else list(self.tasks.values())
+        return (
+            sum(t.added for t in tasks if t.commit),
+            sum(t.removed for t in tasks if t.commit),
+            sum(t.files for t in tasks if t.commit),
+        )
+
     def verified(self, scope: str, target: str) -> bool:
         verdict = self.verdicts.get(scope_key(scope, target))
         return bool(verdict and verdict.passed and verdict.valid)

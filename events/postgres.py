@@ -190,6 +190,15 @@ class PgEventRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=True) as c:
             c.executemany(self._links_insert, links)
 
+    def chain_of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[ChainRow]:
+        ranges = " OR ".join("starts_with(e.topic, %s)" for _ in names) or "FALSE"
+        params: list[object] = [f"{name}@" for name in names]
+        where = f"WHERE ({ranges})"
+        if stream_id is not None:
+            where += " AND e.originator_id = %s"
+            params.append(stream_id)
+        return self._chain_rows(SQL(where + " ORDER BY e.notification_id"), tuple(params))
+
     def _rows(self, where: str, params: tuple[object, ...]) -> list[RawEvent]:
         statement = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {0}.{1} " + where

@@ -23,6 +23,8 @@ MODULE_RE = re.compile(rf"^{_NAME}$")
 PROJECT_RE = MODULE_RE
 SESSION_ID_RE = re.compile(rf"^(?P<module>{_NAME})-(?P<day>\d{{8}})-(?P<n>[1-9]\d*)$")
 META_PREFIX = "meta:"
+BLOB_PREFIX = "blob:"
+BLOB_KEY_RE = re.compile(r"^[0-9a-f]{32}$")  # xxh3-128, hex
 
 
 class Recorded(msgspec.Struct, frozen=True, gc=False):
@@ -51,6 +53,19 @@ def module_stream(project: str, module: str) -> str:
     return f"module:{project}/{module}"
 
 
+def blob_stream(project: str, key: str) -> str:
+    """The stream holding one blob of one project: ``blob:<project>:<key>`` (one event, ``BlobStored``)."""
+    if not PROJECT_RE.match(project):
+        raise ValueError(f"not a project id: {project!r}")
+    if not BLOB_KEY_RE.match(key):
+        raise ValueError(f"not a blob key (32 hex digits): {key!r}")
+    return f"{BLOB_PREFIX}{project}:{key}"
+
+
+def is_blob(stream_id: str) -> bool:
+    return stream_id.startswith(BLOB_PREFIX)
+
+
 def is_history(stream_id: str) -> bool:
     """True for a module history stream (``module:<project>/<module>``), false for legacy and meta streams."""
     return stream_id.startswith("module:") and "/" in stream_id
@@ -62,9 +77,15 @@ def is_legacy(stream_id: str) -> bool:
 
 
 def stream_owner(stream_id: str) -> tuple[str, str]:
-    """``(project, module)`` of a history stream; ``("", "")`` for a meta stream."""
+    """``(project, module)`` of a history stream; ``(project, "")`` for a blob's; ``("", "")`` for a meta
+    stream."""
     if stream_id.startswith(META_PREFIX):
         return "", ""
+    if stream_id.startswith(BLOB_PREFIX):
+        project, colon, key = stream_id[len(BLOB_PREFIX) :].partition(":")
+        if colon and PROJECT_RE.match(project) and BLOB_KEY_RE.match(key):
+            return project, ""
+        raise ValueError(f"not a blob stream id (blob:<project>:<key>): {stream_id!r}")
     kind, _, ident = stream_id.partition(":")
     project, slash, module = ident.partition("/")
     if kind == "module" and slash and PROJECT_RE.match(project) and MODULE_RE.match(module):

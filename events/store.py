@@ -9,6 +9,8 @@ Public API (what the workflow calls)::
     store.version(stream_id) -> int
     for rec in store.read_stream(stream, after_version=0, until_version=None): ...  # Recorded(seq, …)
     for rec in store.read_all(after=0): ...                  # every event, in seq order, paged
+    key = store.put_blob(project, text)                      # a large text, kept once (events.blobs)
+    store.blob(project, key) -> str | None
     sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
     cancel = store.observe_appends(observer)                 # how long each append took (telemetry)
     store.migrate_legacy(project)                            # a pre-project-id store, once
@@ -48,7 +50,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
 
-from events.backends import Backend, Head, RawEvent, open_backend, os_diagnosis, quarantine
+from events.backends import (
+    Backend,
+    ChainRow,
+    Head,
+    RawEvent,
+    open_backend,
+    open_snapshot,
+    os_diagnosis,
+    quarantine,
+    read_only_folder,
+    rescue,
+)
 from events.bus import Bus, Subscription
 from events.catalogue import Event
 from events.chain import chain, digest, genesis
@@ -61,8 +74,16 @@ from events.errors import (
     StoreUnavailable,
     StoreWriteError,
 )
-from events.recorded import META_PREFIX, Recorded, is_legacy, legacy_owner, module_stream, stream_owner
-from events.redaction import might_hold_secret, redact
+from events.recorded import (
+    META_PREFIX,
+    Recorded,
+    blob_stream,
+    is_legacy,
+    legacy_owner,
+    module_stream,
+    stream_owner,
+)
+from events.redaction import might_hold_secret, redact, redact_text
 from events.verify import Report, rewritten, verify
 
 if TYPE_CHECKING:
@@ -102,15 +123,25 @@ class EventStore:
         self._projections: Projections | None = None
         self._identity = _file_identity(backend.path)
         self._observers: tuple[AppendObserver, ...] = ()
+        self._blobs: set[str] = set()  # blob streams known to be stored (by this store or found there)
 
     @classmethod
-    def open(cls, root: Path, url: str = "") -> EventStore:
-        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend."""
+    def open(cls, root: Path, url: str = "", *, read_only: bool = False) -> EventStore:
+        """Open (creating if needed) the store of the project at ``root``; ``url`` selects the backend.
+
+        ``read_only`` (commands that only read): a SQLite store whose folder cannot be written — a
+        read-only ``.lopen``, a read-only mount — is read from a private copy (:func:`open_snapshot`)
+        instead of failing; what such a caller writes (projections, a migration) stays in the copy."""
         root = Path(root).resolve()
         path = root / Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
         path = path or (None if url else root / ".lopen" / "store.sqlite")
         try:
-            backend = open_backend(root, url)
+            try:
+                backend = open_backend(root, url)
+            except StoreWriteError as exc:
+                if not (read_only and path is not None and path.is_file() and read_only_folder(exc)):
+                    raise
+                backend = open_snapshot(path)
         except (PersistenceError, sqlite3.Error) as exc:
             raise _translate(exc, "open", str(path or url), path) from exc
         return cls(backend, root)
@@ -194,6 +225,37 @@ class EventStore:
 
         return cancel
 
+    def put_blob(self, project: str, text: str) -> str:
+        """Keep ``text`` once in ``project``'s blobs (``events.blobs``); return its key. Secrets are
+        redacted first, so the key names the text as stored. A text stored before costs one failed
+        insert at most (none when this store stored or read it)."""
+        from events.blobs import key_of
+        from events.catalogue import BlobStored
+
+        text = redact_text(text)
+        key = key_of(text)
+        stream = blob_stream(project, key)
+        if stream in self._blobs:
+            return key
+        # stored already (by an earlier run, or another process just now): the same text, nothing to do
+        with contextlib.suppress(ConcurrencyConflict):
+            self.append(stream, [BlobStored(key=key, text=text, size=len(text))], expected_version=0)
+        self._blobs.add(stream)
+        return key
+
+    def blob(self, project: str, key: str) -> str | None:
+        """The text of ``project``'s blob ``key`` as stored (None: no such blob)."""
+        from events.catalogue import BlobStored
+
+        try:
+            stream = blob_stream(project, key)
+        except ValueError:
+            return None
+        for rec in self.read_stream(stream, 0, 1):
+            if isinstance(rec.event, BlobStored):
+                return rec.event.text
+        return None
+
     def _linked(
         self, stream_id: str, base: int, expected: int | None, topics: Sequence[str], payloads: Sequence[bytes]
     ) -> tuple[list[bytes], list[Head]] | None:
@@ -275,12 +337,20 @@ class EventStore:
         (a check per step costs what was appended since the last one), plus the first and that one."""
         path = self.backend.path
         if path is not None and _file_identity(path) != self._identity:
-            gone = not path.exists()
+            how = "replaced" if path.exists() else "deleted"
+            saved = rescue(path, how) if not self.backend.snapshot else None
+            if saved is not None:
+                why = f"Lopen still had it open and saved every event recorded until now to {saved}"
+                fix = f"stop here: find what touched .lopen/ (Lopen keeps the model out of it); move {saved} to {path}"
+            else:
+                why = "every event recorded so far lived in that file, and Lopen could not save a copy of it"
+                fix = "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file "
+                fix += "from a backup if you have one — without one, the next command starts with "
+                fix += "the file now there" if how == "replaced" else "a fresh, empty store"
+            if how == "replaced" and saved is not None:
+                fix += " (after moving the file now there out of the way)"
             raise StoreTampered(
-                f"the event store {path} was {'deleted' if gone else 'replaced'} while Lopen was running",
-                "every event recorded so far lives in that file; whatever removed it was not Lopen",
-                "stop here: find what touched .lopen/ (Lopen keeps the model out of it); restore the file from "
-                f"{path.parent / 'corrupted'} or a backup if you have one",
+                f"the event store {path} was {how} while Lopen was running; whatever did it was not Lopen", why, fix
             )
         if stream_id is None or version is None:
             return
@@ -338,6 +408,44 @@ class EventStore:
         ``stream_id``; ``ChainBroken`` names the first event that does not fit (``events.verify``)."""
         with self._errors("verify"):
             return verify(self, stream_id, full=full)
+
+    def head(self, stream_id: str) -> tuple[int, str]:
+        """The stream's chain head as the store records it now: its newest event's version and digest —
+        the link the next event will carry; ``(0, genesis)`` for an empty stream. What a commit's
+        ``Lopen-Chain`` trailer says (``lopen.git.witness``)."""
+        with self._errors("read"):
+            heads = self.backend.events.chain_heads(stream_id)
+        if stream_id in heads:
+            version, link = heads[stream_id]
+            return version, link.decode()
+        return 0, genesis(stream_id).decode()
+
+    def chain_rows(
+        self, stream_id: str, after_version: int = 0, until_version: int | None = None
+    ) -> Iterator[ChainRow]:
+        """One stream's events as stored — ``(seq, stream, version, topic, state, sealed link)`` — in order:
+        the bytes the chain hashes (what ``lopen export`` copies)."""
+        while True:
+            with self._errors("read"):
+                page = self.backend.events.chain_stream(stream_id, after_version, PAGE)
+            for row in page:
+                if until_version is not None and row[2] > until_version:
+                    return
+                yield row
+            if len(page) < PAGE:
+                return
+            after_version = page[-1][2]
+
+    def chain_event(self, stream_id: str, version: int) -> ChainRow | None:
+        """One stored event (with its sealed link), None when the stream has no such version."""
+        with self._errors("read"):
+            return self.backend.events.chain_event(stream_id, version)[0]
+
+    def of_types(self, names: Sequence[str], stream_id: str | None = None) -> list[tuple[ChainRow, Event]]:
+        """Every stored event of these types (of ``stream_id``'s, when given), decoded, in ``seq`` order."""
+        with self._errors("read"):
+            rows = self.backend.events.chain_of_types(names, stream_id)
+        return [(row, self.codec.decode(row[3], row[4], row[0])) for row in rows]
 
     def seal_unchained(self) -> int:
         """Seal the events a Lopen older than the hash chain stored, once (``events.seal``); how many."""

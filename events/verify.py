@@ -12,6 +12,9 @@ event was checked). The next call reads only the events after it, and first hash
 at each remembered position (one query for all of them), so a rewrite of the newest verified event is
 found too. Events before a remembered position are checked again only with ``full=True``.
 
+**Blobs.** A blob's event (``events.blobs``) must also hold a text that hashes to the key its stream is
+named by: a blob rewritten together with its chain head is still found.
+
 **Which event is named.** A link that does not match says that either the event before it changed or
 the link itself did. The event after decides (a link is part of its event's bytes, so a changed link
 changes that event's digest too): if it still fits the event with the bad link, the one before was
@@ -28,6 +31,7 @@ from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from events.backends import ChainRow, Verified
+from events.blobs import mismatch
 from events.chain import END, MARK, TAIL, WIDTH, digest, genesis, link_of
 from events.errors import ChainBroken
 
@@ -184,6 +188,8 @@ class _Walk:
             link = state[_LINK] if state[_MARKED] == MARK and state[-2:] == END else sealed
             if link != expected:
                 raise self._mismatch(row, tip, expected, link)
+            if sid[:5] == "blob:" and (why := mismatch(sid, state)):
+                raise _broken(row, f"{describe(row)} is not the blob its key names", f"{why}: its text was rewritten")
             start = starts.get(topic)
             if start is None:
                 start = starts[topic] = sha256(topic.encode() + b"\n")

@@ -116,14 +116,18 @@ def _root_commit(root: Path) -> str:
     return roots[-1][:12] if roots else ""
 
 
-def open_store(root: Path, url: str = "", configured_id: str = "") -> tuple[EventStore, str]:
+def open_store(
+    root: Path, url: str = "", configured_id: str = "", *, read_only: bool = False
+) -> tuple[EventStore, str]:
     """The project's event store and its id: a store written before the hash chain is sealed and one
     written before project ids is migrated into this project, once each (nothing is lost), and the
-    projections render this project's plans."""
+    projections render this project's plans. ``read_only``: for a command that only reads — a store
+    in a read-only ``.lopen`` is read from a private copy (``EventStore.open``), and no project id
+    is recorded."""
     from events.store import EventStore
 
-    project = project_id(root, configured_id)
-    store = EventStore.open(root, url)
+    project = project_id(root, configured_id, record=not read_only)
+    store = EventStore.open(root, url, read_only=read_only)
     try:
         store.seal_unchained()  # a store older than the hash chain: its events sealed once, never rejected
         store.migrate_legacy(project)

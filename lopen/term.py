@@ -69,3 +69,22 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     """``plural(1, "task")`` → ``"1 task"``; ``plural(3, "task")`` → ``"3 tasks"``;
     ``plural(2, "criterion", "criteria")`` → ``"2 criteria"``. Thousands are separated: ``"12,000 events"``."""
     return f"{count:,} {noun if count == 1 else many or noun + 's'}"
+
+
+def lines_changed(added: int, removed: int, files: int) -> str:
+    """Lines changed as ``git diff --stat`` puts them: ``+12 −3 in 2 files`` (P2)."""
+    return f"+{added:,} −{removed:,} in {plural(files, 'file')}"
+
+
+def duration(seconds: float) -> str:
+    """A span of time as people write it: ``0.4s``, ``12s``, ``3m 05s``, ``1h 02m``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from lopen.term import number, plural
+from lopen.term import duration, lines_changed, number, plural
 
-__all__ = ["number", "plural"]
+__all__ = ["duration", "lines_changed", "number", "plural"]

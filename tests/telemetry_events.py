@@ -127,7 +127,7 @@ def session_events(session: str = SESSION, t0: float = T0, *, end: bool = True) 
         ),
         ev.CommitRecorded(
             at=at(12.0), session_id=s, sha="a" * 40, message="feat(slugify): Normalize text in core",
-            task_id="core/1", tree="b" * 40, branch="lopen/slugify",
+            task_id="core/1", tree="b" * 40, branch="lopen/slugify", added=12, removed=3, files=2,
         ),
         tokens(12.5, 5),
         ev.InvocationFinished(at=at(13.0), session_id=s, invocation_id=TASK, duration=7.5),

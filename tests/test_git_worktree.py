@@ -213,6 +213,25 @@ def test_diff_and_changed_files_run_from_a_base_to_a_tree(wt: Worktree) -> None:
     assert wt.diff(base, tree, max_chars=20).endswith("diff cut at 20 characters")
 
 
+def test_numstat_counts_lines_as_git_diff_numstat_does_and_a_binary_file_as_a_file(wt: Worktree) -> None:
+    """P2: lines changed from a base to a tree — what a task's commit records."""
+    base = wt.tip()
+    write(wt.path / "app.py", "print('v2')\nprint('v3')\n")  # one line replaced, one added
+    write(wt.path / "lib.py", "A = 1\nB = 2\nC = 3\n")
+    (wt.path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00binary")
+    (wt.path / "docs").mkdir()
+    git(wt.path, "mv", "README.md", "docs/README.md")  # a rename: one file, its lines unchanged
+    tree = wt.tree()
+    rows = [line.split("\t") for line in git(wt.path, "diff", "--numstat", base, tree).splitlines()]
+    expected = (
+        sum(int(a) for a, _, _ in rows if a != "-"),
+        sum(int(r) for _, r, _ in rows if r != "-"),
+        len(rows),
+    )
+    assert wt.numstat(base, tree) == expected == (5, 1, 4)  # app.py +2 −1, lib.py +3, the binary and the rename: files
+    assert wt.numstat(tree, tree) == (0, 0, 0)
+
+
 def test_dirty_files_lists_what_the_model_left_but_not_ignored_files(wt: Worktree) -> None:
     write(wt.path / "app.py", "print('changed')\n")
     (wt.path / "docs").mkdir()

@@ -299,7 +299,11 @@ def test_a_merge_commit_names_the_session(world, module):
     build(world, api, api_wt, "api/1", {"api.py": "A = 1\n"})
     module.merge("core").get()
     sha = module.merge("api").get().sha
-    assert git(world.root, "log", "-n1", "--format=%B", sha).strip().endswith(f"Lopen-Session: {world.session}")
+    body = git(world.root, "log", "-n1", "--format=%B", sha).strip().splitlines()
+    merged = [e for e in world.events(ev.ComponentMerged) if e.sha == sha]
+    assert body[-2:] == [f"Lopen-Session: {world.session}", f"Lopen-Chain: {merged[0].chain}"]
+    version, digest = merged[0].chain.split()
+    assert int(version) > 0 and len(digest) == 64  # the module stream's head when the merge commit was made
 
 
 def test_a_lane_loads_a_tree_and_starts_afresh_where_asked(world, module):
@@ -1093,3 +1097,17 @@ def test_a_module_branch_made_before_lopen_is_built_on_where_it_is(world):
     assert [(e.created, e.base) for e in ensured] == [(False, theirs)]
     assert world.events(ev.Reverted) == []
     assert world.worktree.tip() == theirs and (world.worktree.path / "theirs.py").is_file()
+
+
+def test_a_run_killed_between_a_task_commit_and_its_reset_leaves_a_worktree_whose_status_is_clean(world, module):
+    """Issue 21 (low): SIGKILL right after a task commit — the branch holds the commit, the worktree's own
+    index still the tree before it, so `git status` there showed the task's files as deleted and
+    untracked. The next run's actor brings the index to the tip (the files are left as they are)."""
+    write(world.worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    tip = module.settle().get()  # committed; the kill comes before reset_to_tip
+    assert "Lopen-Task: core/1" in git(world.worktree.path, "log", "-1", "--format=%B")
+    assert git(world.worktree.path, "status", "--porcelain") != ""  # what the person saw
+    world.start().ensure().get()  # the next run
+    assert git(world.worktree.path, "status", "--porcelain") == ""
+    assert world.worktree.tip() == tip and (world.worktree.path / "core.py").read_text() == "C = 1\n"

@@ -482,3 +482,28 @@ def test_start_pause_and_resume_a_scripted_run_to_completion(tmp_path: Path, cli
             assert actions == ["pause", "resume"]
 
         run(test, 600)
+
+
+def test_an_approval_through_mcp_is_replayed_as_the_client_not_only_the_git_user(steered: Path) -> None:
+    """Issue 22, item 4: the session built from an approval made by an MCP client told its story as if the
+    git user had approved it in a terminal; the approval now says which client asked."""
+
+    async def test() -> None:
+        async with connect(steered, "--allow-control") as client:
+            await call(client, "approve_spec", module="greet")
+
+    run(test)
+    with EventStore.open(steered) as store:
+        store.append(module_stream(story.PROJECT, "greet"), [ev.SessionStarted(session_id="greet-20261126-2")])
+    approval = replay_json(steered, "greet-20261126-2")[0]
+    assert approval["type"] == "SpecApproved" and approval["via"] == CALLER
+    text = subprocess.run(
+        [sys.executable, "-m", "lopen", "replay", "greet-20261126-2", "--width", "200"],
+        cwd=steered,
+        env=server_env(steered),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    line = next(line for line in text.splitlines() if "SpecApproved" in line)
+    assert line.endswith(f"via {CALLER}"), line

@@ -246,3 +246,25 @@ def test_started_work_is_kept_in_a_fold_copy() -> None:
     copied = state.copy()
     assert copied.lanes == state.lanes and copied.claims == state.claims
     assert isinstance(copied, ModuleState)
+
+
+def test_components_behind_a_given_up_one_are_named_with_it_directly_or_through_others() -> None:
+    """P1: a failure blocks only its dependents — e waits for a (directly), f for a through e; b, c, d
+    and g (after b) wait for nothing given up."""
+    state = fold(
+        *four_and_one(),
+        components(
+            *"abcd",
+            ev.ComponentSpec(name="e", depends_on=("a", "b")),
+            ev.ComponentSpec(name="f", depends_on=("e",)),
+            ev.ComponentSpec(name="g", depends_on=("b",)),
+        ),
+    )
+    assert schedule.waiting_on(state, {"a"}) == {"e": ["a"], "f": ["a"]}
+    assert schedule.waiting_on(state, {"a", "b"}) == {"e": ["a", "b"], "f": ["a", "b"], "g": ["b"]}
+    assert schedule.waiting_on(state, set()) == {}
+    from lopen.workflow.cycle import given_up
+
+    action = given_up({"a": "a/1 failed 3 times"}, schedule.waiting_on(state, {"a"}))
+    assert (action.kind, action.exit_code) == ("pause", 2)
+    assert action.reason.startswith("a: a/1 failed 3 times; e is blocked by a, f is blocked by a")

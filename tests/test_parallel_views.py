@@ -67,7 +67,7 @@ def test_session_show_puts_the_components_side_by_side_with_worker_lease_and_sta
     shown = lopen(project, "session", "show")
     assert shown.returncode == 0, shown.stderr
     rows = [line for line in shown.stdout.splitlines() if line.startswith("| ")]
-    assert rows[0] == "| component | state | worker | lease | branch |"
+    assert rows[0] == "| component | state | worker | lease | branch | lines changed |"
     core = next(r for r in rows if r.startswith("| core |"))
     cli = next(r for r in rows if r.startswith("| cli |"))
     assert "| in-progress | vm:42/1 |" in core and "(live)" in core and "lopen/slugify--core" in core

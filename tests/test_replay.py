@@ -47,6 +47,7 @@ GOLDEN: dict[str, tuple[tuple[str, ...], int | None]] = {
 
 def lopen(root: Path, *args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "HOME": str(root), "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this checkout's code, whatever is installed
     if columns:
         env["COLUMNS"] = str(columns)
     return subprocess.run(
@@ -338,3 +339,36 @@ def test_selection_memory_is_bounded_by_the_task(project: Path) -> None:
         selection = Selection(task="core/1")
         list(r for r in session_records(store, story.PROJECT, story.SESSION_1) if selection.wants(r))
     assert selection._invocations == {"inv-t1", "inv-o1", "inv-o2"}
+
+
+def test_log_says_why_each_failed_or_incomplete_invocation_stopped_in_the_model_s_words(tmp_path: Path) -> None:
+    """Issue 22: a task that "ended without completing" had no recorded reason; `lopen log` now gives the
+    model's last message under each invocation of the task that failed or did not complete it."""
+    root = story_project(tmp_path / "project")
+    t = story.Clock()
+    t.now = story.START + 86_400
+    asked = "Should `slugify` keep the separator when the text is empty? I stop here until someone decides."
+    with EventStore.open(root) as store:
+        j = story.Journal(store, story.PROJECT, story.MODULE)
+        j.open_session(ev.SessionStarted(at=t(), lopen_version="0.1.0"), today=story.DAY)
+        for inv, said, outcome in (
+            ("inv-t4", ["Running the tests first.", "The CLI timed out while the tests ran; giving up."], "error"),
+            ("inv-t5", ["Looking at core.py.", asked], "ok"),
+        ):
+            j.record(
+                ev.InvocationStarted(at=t(), invocation_id=inv, step=6, kind="task", component="core", task="core/2")
+            )
+            j.record(*(ev.ModelSaid(at=t(), invocation_id=inv, text=text) for text in said))
+            j.record(
+                ev.InvocationFinished(
+                    at=t(), invocation_id=inv, outcome=outcome, error_kind="timeout" if outcome == "error" else ""
+                )
+            )
+        j.close()
+
+    text = ok(lopen(root, "log", "core/2", columns=200))
+
+    flat = " ".join(" ".join(line.strip(" │└") for line in text.splitlines()).split())
+    assert "why it stopped (it failed), in the model's words: The CLI timed out while the tests ran; giving up." in flat
+    assert f"why it stopped (its task was not completed), in the model's words: {asked}" in flat
+    assert flat.count("why it stopped") == 2  # not under inv-t3, which completed core/2

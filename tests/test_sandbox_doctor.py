@@ -45,9 +45,9 @@ def test_the_policy_by_choice_warns_only_that_the_network_is_open(capsys):
     )
 
 
-def test_landlock_says_plainly_that_the_network_is_not_confined_and_bubblewrap_that_it_is(capsys):
-    landlock = sandbox_check(choose("landlock", ("", "bwrap is not installed"), (4, "")))
-    assert landlock.warning and "the network is not confined under Landlock" in landlock.detail
+def test_landlock_before_abi_4_says_plainly_that_the_network_is_not_confined_and_bubblewrap_that_it_is(capsys):
+    landlock = sandbox_check(choose("landlock", ("", "bwrap is not installed"), (3, "")))
+    assert landlock.warning and "the network is not confined under Landlock ABI 3" in landlock.detail
     bwrap = sandbox_check(choose("bwrap", ("bubblewrap 0.8.0", ""), (0, "")))
     assert not bwrap.warning and "network reaches only the model provider and sandbox.allow_network" in bwrap.detail
 
@@ -67,3 +67,12 @@ def test_an_explicit_bwrap_without_bwrap_fails_with_what_why_and_fix(tmp_path):
         "    fix: install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap), "
         "or set sandbox.mode to auto (or landlock)",
     ]
+
+
+def test_landlock_from_abi_4_confines_the_network_and_says_how(capsys):
+    protection = choose("landlock", ("", "bwrap is not installed"), (4, ""))
+    assert protection.confines_network and not protection.network_warning
+    show(sandbox_check(protection))
+    line = capsys.readouterr().out
+    assert line.startswith("✓ sandbox: Landlock (ABI 4) confines the Copilot CLI")
+    assert "TCP connections reach only Lopen's proxy" in line and "bind no TCP port" in line and "fix:" not in line

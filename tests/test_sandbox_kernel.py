@@ -4,6 +4,7 @@ write outside their worktree, read Lopen's state and secrets, and plant git hook
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from sandbox_project import SENTINEL, SandboxProject, make_project
 
 from lopen.errors import LopenError
-from lopen.sandbox import SandboxConfig, bwrap, kernel, landlock
+from lopen.sandbox import SandboxConfig, bwrap, kernel, landlock, network
 from lopen.sandbox.kernel import Protection, choose
 
 
@@ -259,6 +260,34 @@ def test_bwrap_binds_writable_places_after_hiding_their_parents():
     assert order == sorted(order)  # /etc hidden, then /tmp bound
 
 
+@pytest.mark.skipif(kernel.landlock_status()[0] < landlock.NET_ABI, reason="Landlock's TCP rules need ABI 4")
+def test_landlock_with_a_route_connects_only_to_its_ports_and_binds_none(project, tmp_path):
+    """A real process under the launcher: the proxy's port answers; another loopback port (Lopen's MCP
+    server, say) and binding a port are refused by the kernel."""
+    allowed, other = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    yes, no = allowed.getsockname()[1], other.getsockname()[1]
+    with allowed, other:
+        route = network.tcp_route(allowed.getsockname()[1])
+        plan = kernel.Plan(writable=(str(project.worktree),), hidden=())
+        path, args = kernel.launch(choose("landlock", NO_BWRAP, LANDLOCK), plan, sys.executable, route)
+        assert args[-5:] == ["--net", "--connect", str(allowed.getsockname()[1]), "--", sys.executable]
+        ports = f"({allowed.getsockname()[1]}, {other.getsockname()[1]})"
+        probe = (
+            "import socket\n"
+            f"for port in {ports}:\n"
+            "    try: socket.create_connection(('127.0.0.1', port), timeout=5); print(port, 'connected')\n"
+            "    except OSError as exc: print(port, type(exc).__name__)\n"
+            "try: socket.create_server(('127.0.0.1', 0)); print('bound')\n"
+            "except OSError as exc: print('bind', type(exc).__name__)\n"
+        )
+        done = subprocess.run([path, *args, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == [
+        f"{yes} connected",
+        f"{no} PermissionError",
+        "bind PermissionError",
+    ], done.stderr
+
+
 def test_landlock_launches_through_this_python_and_the_standalone_module(project, tmp_path):
     plan = kernel.Plan(writable=(str(project.worktree),), hidden=(str(project.lopen),))
     path, args = kernel.launch(Protection("landlock", ""), plan, "/usr/bin/copilot")
@@ -283,6 +312,7 @@ def test_landlock_launches_through_this_python_and_the_standalone_module(project
         (["--rw", "/tmp"], 2, "no command after --"),
         (["--write", "/tmp", "--", "true"], 2, "unexpected argument '--write'"),
         (["--", "/no/such/program"], 127, "cannot run /no/such/program"),
+        (["--net", "--connect", "http", "--", "true"], 2, "--connect takes a TCP port (1-65535), not 'http'"),
     ],
 )
 def test_the_landlock_launcher_explains_bad_usage(argv, status, says):

@@ -233,7 +233,41 @@ def test_without_a_kernel_sandbox_shell_commands_naming_protected_paths_are_refu
 @pytest.mark.parametrize(
     "command",
     [
+        "echo '{{}}' > ./x/../../../config.json",
+        "echo '{{}}' > $PWD/../../config.json",
+        "echo '{{}}' > ${{PWD}}/../../config.json",
+        "cd {root} && echo '{{}}' > .lopen/config.json",
+        "echo '{{}}' > {root}/.lopen/conf*.json",
+        "bash -c 'echo {{}} > ../../config.json'",
+        "sh -c \"bash -c 'echo {{}} > ../../config.json'\"",
+        "eval 'echo {{}} > ../../config.json'",
+        "D=../..; echo '{{}}' > $D/config.json",
+        "export D={root}/.lopen; cp /dev/null ${{D}}/config.json",
+        "D=../.. sh -c 'echo {{}} > $D/config.json'",
+        "python3 -c \"open('../../config.json', 'w').write('{{}}')\"",
+        "python3 - <<'EOF'\nopen('{root}/.lopen/config.json', 'w').write('{{}}')\nEOF",
+        "node -e \"require('fs').writeFileSync('../../config.json', '{{}}')\"",
+        "perl -e 'open(F, \">../../config.json\")'",
+    ],
+)
+def test_without_a_kernel_sandbox_lopens_config_is_refused_by_any_name(project, command):
+    """Issue 21: in policy mode the model wrote `.lopen/config.json` by an obfuscated path. The worktree
+    is `.lopen/worktrees/<module>`, so `../../config.json` is Lopen's configuration."""
+    (project.worktree / "link").unlink(missing_ok=True)
+    (project.worktree / "link").symlink_to(project.lopen)
+    for text in (command.format(root=project.root), "echo '{}' > link/config.json"):
+        decision = decide(policy(project), shell(text))
+        assert not decision.allowed, (text, decision)
+        assert str(project.lopen / "config.json") in decision.reason, decision
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
         "python -m pytest -q",
+        "python3 -c \"import json; print(json.load(open('package.json'))['name'])\"",
+        "bash -c 'echo hi > out.txt' && D=src; mkdir -p $D && echo x > $D/a.py",
+        "awk -F/ '{{print $1}}' notes.txt; echo 'a/b c/d' | tr '/' '-'",
         "mkdir -p src/pkg && echo 'x = 1' > src/pkg/__init__.py",
         "git add -A && git status --short",
         "ls -la /usr/lib | head; echo done >&2; echo x > /dev/null; echo y > /dev/stderr",
@@ -288,9 +322,12 @@ def test_a_url_request_follows_allow_urls(project):
 
 def test_mcp_memory_hooks_and_unknown_tools_are_refused(project):
     p = policy(project)
-    mcp = request("mcp", readOnly=True, serverName="github", toolName="get_issue", toolTitle="Get issue")
+    mcp = request("mcp", readOnly=True, serverName="github", toolName="github-get_issue", toolTitle="Get issue")
     assert decide(p, mcp) == Decision(
-        "mcp", "github/get_issue", False, "MCP servers are not available in Lopen's sessions"
+        "mcp",
+        "github/get_issue",
+        False,
+        "github is not one of this session's MCP servers (mcp.servers: task and verification sessions)",
     )
     assert not decide(p, request("memory", fact="the user likes tabs")).allowed
     assert not decide(p, request("hook", toolName="bash")).allowed
@@ -346,3 +383,25 @@ def test_the_engine_builds_the_sandbox_from_the_settings(project):
         worktree=str(project.worktree),
     )
     assert config.lopen_dir == str(project.lopen)
+
+
+def test_an_mcp_tool_is_allowed_only_when_its_server_lists_it(project):
+    """The CLI names the tool <server>-<tool> in the request; mcp.servers lists it bare, or * for all."""
+    sandbox = SandboxConfig(project_root=str(project.root), worktree=str(project.worktree))
+    p = policy_for(
+        sandbox,
+        cwd=str(project.worktree),
+        temp_dir=str(project.root.parent / "model-tmp"),
+        mcp={"docs": ("search",), "tracker": ("*",)},
+    )
+
+    def call(server: str, tool: str) -> Decision:
+        asked = request("mcp", readOnly=False, serverName=server, toolName=f"{server}-{tool}", toolTitle=tool)
+        return decide(p, asked)
+
+    assert call("docs", "search") == Decision("mcp", "docs/search", True, "listed in mcp.servers.docs.tools")
+    assert call("docs", "delete_page") == Decision(
+        "mcp", "docs/delete_page", False, "delete_page is not listed in mcp.servers.docs.tools"
+    )
+    assert call("tracker", "close_issue").allowed
+    assert not call("github", "get_issue").allowed

@@ -59,3 +59,12 @@ def test_the_oracle_gets_no_tool_at_all_and_replaces_the_whole_prompt() -> None:
 
 def test_the_guidance_never_asks_for_a_person() -> None:
     assert "Never ask a question" in GUIDANCE and "guidance if uncertain" not in GUIDANCE
+
+
+def test_a_builder_session_is_offered_the_listed_tools_of_its_mcp_servers() -> None:
+    """The CLI hides an MCP tool a builder session's available_tools does not name (<server>-<tool>, or
+    <server>/* for all of a server's), whatever the server's own tools filter says."""
+    request = InvocationRequest(models=["m"], prompt="p", cli_tools=("view",), builder=True)
+    servers = {"docs": {"tools": ["search", "read_page"]}, "tracker": {"tools": ["*"]}}
+    options = session_options(request, LOPEN, servers)
+    assert options["available_tools"] == ["view", *LOPEN, "docs-search", "docs-read_page", "tracker/*"]

@@ -92,6 +92,7 @@ def test_invocation_spans_carry_the_genai_attributes_and_the_summed_tokens() -> 
     assert tool["lopen.tool.exit_code"] == 0
     commit = spans["git commit"].attributes
     assert (commit["vcs.ref.head.revision"], commit["lopen.task"]) == ("a" * 40, "core/1")
+    assert (commit["lopen.lines.added"], commit["lopen.lines.removed"], commit["lopen.files.changed"]) == (12, 3, 2)
 
 
 def test_ids_are_derived_so_the_workflow_can_name_the_invocation_span_before_it_exists() -> None:
@@ -321,6 +322,8 @@ def test_metrics_are_token_and_duration_histograms_counters_and_the_budget_gauge
     assert total("lopen.guardrail.trips", **{"lopen.guardrail.category": "retry"}) == 1
     assert total("lopen.premium_requests") == 2
     assert total("lopen.commits") == 1
+    assert total("lopen.lines.changed", **{"lopen.lines.kind": "added"}) == 12
+    assert total("lopen.lines.changed", **{"lopen.lines.kind": "removed"}) == 3
     used = sum(c[1] + c[2] for c in CALLS)
     gauge = {p.attributes["lopen.budget.kind"]: p.value for p in metrics["lopen.budget.used"].points}
     assert gauge == {"tokens": (50_000 + used) / 100_000, "premium_requests": (3.0 + 2) / 10}

@@ -739,3 +739,28 @@ def test_a_pass_over_failing_tests_shows_the_model_the_failing_output(world: Wor
     assert "test_sign" in failing["description"] and "AssertionError" in failing["description"]
     assert said["next"].startswith("fix what the findings")
     assert "confidence" not in said
+
+
+# -- Lopen's own failures -----------------------------------------------------------------------------
+
+
+def test_an_internal_error_never_reaches_the_model_as_it_is(world: World, caplog) -> None:
+    """Issue 21: "OracleActor (urn:uuid:…) not found" reached the model as a tool result. A stopped
+    Oracle (as when its lane or run is closed while the invocation still runs) is Lopen's failure: the
+    model reads that the tool could not run and not to call it again; Lopen's log has the error."""
+    import asyncio
+
+    world.plan("Sign tokens")
+    box = world.toolbox(task="core/1", component="core")
+    (tool,) = box.tools(("verify_task_completion",))
+    world.oracle_ref.stop()
+    ok, text = asyncio.run(tool.call({"task_id": "core/1"}))
+    assert not ok
+    assert "not found" not in text and "OracleActor" not in text and "urn:uuid" not in text, text
+    assert text.startswith("verify_task_completion could not run: Lopen had an internal error")
+    assert "Do not call verify_task_completion again in this invocation" in text
+    assert any("OracleActor" in r.getMessage() and r.name == "lopen.tools" for r in caplog.records)
+    # a refusal meant for the model still reads as it is
+    (status,) = box.tools(("update_task_status",))
+    ok, text = asyncio.run(status.call({"task_id": "core/1", "status": "complete"}))
+    assert not ok and text.startswith("update_task_status failed: refused: no passing verify_task_completion")

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 from eventsourcing.persistence import StoredEvent
-from test_events_chain import SID, fill, rewrite, rows
+from test_events_chain import SID, _sql, fill, rewrite, rows, stored
 from test_events_cli import lopen, new_project
-from test_events_store import AUTH, PROJECT, PostgresBackend, SQLiteBackend
+from test_events_store import AUTH, PROJECT, TOKEN, PostgresBackend, SQLiteBackend
 
 from events import catalogue as ev
+from events.blobs import key_of
+from events.chain import digest
 from events.codec import Codec
 from events.errors import ChainBroken
 from events.store import EventStore
@@ -110,6 +112,45 @@ class CliContract:
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("chain intact: 4 events in 2 streams")  # the 3 and the seal's marker
         assert "events older than the chain sealed on " in done.stdout
+
+    def test_a_text_kept_twice_is_stored_once_and_a_rewritten_blob_fails_verify(self, root: Path, url: str) -> None:
+        """Issue 22.2: a repeated file or prompt costs nothing the second time; its text as stored is the
+        one its key names, and a blob rewritten in place — even with its chain head forged to match — is
+        found by `lopen verify`, naming it."""
+        text = "def login(user):\n    return check(user)\n" * 40 + f"GITHUB_TOKEN={TOKEN}\n"
+        with EventStore.open(root, url) as store:
+            key = store.put_blob(PROJECT, text)
+            assert store.put_blob(PROJECT, text) == key  # the same store: known, nothing written
+            first = store.last_seq()
+        with EventStore.open(root, url) as other:  # another process: the text is there already
+            assert other.put_blob(PROJECT, text) == key and other.last_seq() == first
+            kept = other.blob(PROJECT, key)
+        blobs = [(s, v) for s, v, _ in rows(url) if str(s).startswith("blob:")]
+        assert blobs == [(f"blob:{PROJECT}:{key}", 1)]
+        assert kept is not None and TOKEN not in kept and kept.startswith(text[:40]) and key_of(kept) == key
+        assert self.run(root, url, "verify").returncode == 0
+
+        stream = f"blob:{PROJECT}:{key}"
+        rewrite(url, stream, 1, b"return check(user)", b"return True       ")  # a login that lets anyone in
+        for args in (("verify",), ("verify", "--full")):
+            done = self.run(root, url, *args)
+            assert done.returncode == 1, (args, done.stdout)
+            assert f"of {stream} (version 1, BlobStored)" in done.stderr, done.stderr
+        # the forger also fixes the chain's records (its head, where verification stopped): the text no
+        # longer hashes to its key
+        forged = digest("BlobStored@1", stored(url, stream, 1))
+        for name in ("chain_heads", "chain_verified"):
+            table = name if url.startswith("sqlite") else f'"{_schema(url)}".{name}'
+            _sql(url, f"UPDATE {table} SET digest = ? WHERE stream_id = ?", (forged, stream))
+        done = self.run(root, url, "verify", "--full")
+        assert done.returncode == 1 and "is not the blob its key names" in done.stderr, done.stderr
+        assert "its text hashes to" in done.stderr
+
+
+def _schema(url: str) -> str:
+    from urllib.parse import parse_qsl, urlsplit
+
+    return dict(parse_qsl(urlsplit(url).query))["schema"]
 
 
 def _lowered(state: object) -> bytes:

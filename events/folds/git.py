@@ -85,7 +85,9 @@ def _check_commit(s: ModuleState, e: ev.CommitRecorded) -> str | None:
 
 def _commit(s: ModuleState, e: ev.CommitRecorded) -> None:
     if e.task_id:
-        s.tasks[e.task_id].commit = e.sha
+        task = s.tasks[e.task_id]
+        task.commit = e.sha
+        task.added, task.removed, task.files = e.added, e.removed, e.files
     lane = lane_of_branch(s, e.branch)
     if lane is None:
         s.tip = e.sha

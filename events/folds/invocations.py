@@ -31,6 +31,8 @@ def _started(s: ModuleState, e: ev.InvocationStarted) -> None:
 
 def _finished(s: ModuleState, e: ev.InvocationFinished) -> None:
     opened = s.invocations.pop(e.invocation_id, None)
+    if opened is not None and opened.kind != "oracle" and opened.task in s.tasks:
+        s.tasks[opened.task].seconds += max(e.duration, 0.0)
     if opened is not None and opened.kind == "planning" and e.outcome == "ok":
         s.replan_from, s.replan_why = 0, ""
 

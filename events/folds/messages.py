@@ -28,8 +28,8 @@ def _note(s: ModuleState, e: ev.CorrectiveInstructionIssued) -> None:
 
 
 def _given(s: ModuleState, e: ev.InvocationStarted) -> None:
-    """The invocation that starts now (not an oracle's) was given the notes."""
-    if e.kind != "oracle":
+    """The invocation that starts now (not an oracle's or a summary's) was given the notes."""
+    if e.kind not in ev.HELPER_KINDS:
         s.notes = []
 
 

@@ -52,6 +52,10 @@ class TaskNode(msgspec.Struct, kw_only=True):
     invocation: str = ""  # the invocation that completed it
     failures: int = 0
     reasons: list[str] = []
+    seconds: float = 0.0  # P2: the wall time of its invocations (not the oracle's: they run inside them)
+    added: int = 0  # P2: lines its commit added and removed, and files it changed (CommitRecorded)
+    removed: int = 0
+    files: int = 0
 
     def spec(self) -> ev.TaskSpec:
         """The task as ``TasksRecorded`` records it: how a component's plan is recorded again."""
@@ -257,6 +261,7 @@ def _check_task_exists(s: ModuleState, e: ev.TaskReopened) -> str | None:
 def _reopened(s: ModuleState, e: ev.TaskReopened) -> None:
     task = s.tasks[e.task_id]
     task.state, task.tree, task.commit = "pending", "", ""
+    task.added = task.removed = task.files = 0  # its commit is no longer the module's
     task.failures, task.reasons = 0, []  # a re-opened task starts afresh: earlier failures were another try
 
 

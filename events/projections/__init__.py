@@ -115,6 +115,7 @@ class Projections:
         self._run: _Run | None = None
         self._subscription: Subscription | None = None
         self.problems: list[str] = []  # handler failures seen by this process (the fold keeps its own)
+        self.files = not store.backend.snapshot  # a private copy of a read-only store renders no plan.md
         self.sessions = SessionQuery(self._views, sessions.PROJECTION, project)
         self.tokens = TokenQuery(self._views, tokens.PROJECTION, project)
         self.plan = PlanQuery(self._views, plan.PROJECTION, project)
@@ -201,7 +202,7 @@ class Projections:
                     return run, events  # others are further along than the failing event: leave theirs
                 # someone saved newer positions meanwhile: read on and try again
         for s in self.specs:
-            if s.on_flush is not None:
+            if s.on_flush is not None and self.files:
                 rows = {k: r for k, r in run.tables[s.name].rows.items() if r is not None}
                 s.on_flush(self.store.root, rows, self.project)
         self.problems += run.problems
@@ -279,7 +280,7 @@ class Projections:
         for s in self.specs:
             run.positions[s.name] = max(run.positions[s.name], position)
             run.tables[s.name].dirty.clear()
-            if s.on_flush is not None and changed[s.name]:
+            if s.on_flush is not None and changed[s.name] and self.files:
                 s.on_flush(self.store.root, changed[s.name], self.project)
             if len(run.tables[s.name].rows) > CACHE_LIMIT:
                 run.tables[s.name].clear()
@@ -291,7 +292,7 @@ class Projections:
 
         It reads every plan row, so only the run does it (``follow()``, and when another process got to
         its events first); read commands do not pay for it, and ``rebuild()`` renders them anyway."""
-        if not self.project:
+        if not self.project or not self.files:
             return
         prefix = f"{self.project}/"
         for s in self.specs:

@@ -72,6 +72,6 @@ PROJECTION = Projection(
     name="plan",
     row=ModuleState,
     handlers=dict.fromkeys(EVENT_TYPES.values(), _fold),
-    version=2,
+    version=3,
     on_flush=write_plans,
 )

@@ -168,6 +168,7 @@ def approve(project: Project, module: str, actor: str) -> Approved:
         queries.valid_module(module)
         ensure_lopen_dir(project.root)
         approved, gaps = approval_of(project.root, module)
+        approved = msgspec.structs.replace(approved, via=actor)  # an MCP client's approval says so in replay
         with project.store() as (store, project_id):
             detail = f"spec {approved.spec_hash} approved by {approved.approver}"
             control = ev.ControlRequested(action="approve-spec", caller=actor, detail=detail)

@@ -175,6 +175,7 @@ class Crew:
                 verifier=verify,
                 tree=worktree.tree,
                 untested=collector.untested,
+                before_commit=collector.before_commit,
             )
 
         invoker = Invoker(

@@ -37,6 +37,7 @@ from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
 from lopen.copilot.home import forget_stale_homes, private_home
 from lopen.copilot.locate import find_cli
+from lopen.copilot.mcp_servers import session_servers
 from lopen.copilot.results import StreamEvent
 from lopen.errors import InterventionRequired, LopenError
 from lopen.git import Worktree, who
@@ -112,6 +113,7 @@ def gateway_config(
         copilot_home=str(private_home(root)) if provider.base_url else "",
         forget_home=bool(provider.base_url),
         sandbox=sandbox,
+        mcp_servers=session_servers(settings.mcp.servers),
     )
 
 
@@ -171,17 +173,37 @@ def check_spec(journal: Journal, watcher: SpecWatcher) -> None:
         )
 
 
-def completed(journal: Journal, worktree: Worktree) -> str:
-    """What to say about a module that is already complete."""
+def completed(journal: Journal, worktree: Worktree, remote: str = "") -> str:
+    """What to say about a module that is already complete — and, when its commits are not in this
+    clone (the store is shared, the work was done in another clone), where they are."""
+    from lopen.git.repository import Repository
+
     state = journal.snapshot()
     commits = [t.commit for t in state.ordered_tasks() if t.commit]
     last = state.last_session() or "-"
     noun = "commit" if len(commits) == 1 else "commits"
-    return (
+    said = (
         f"module {journal.module} is complete (session {last}; {len(commits)} task {noun} on {worktree.branch}, "
-        f"last {state.tip[:8]}); nothing to do. See it with `git log {worktree.branch}`; "
-        f"`lopen run {journal.module} --replan` plans it again"
+        f"last {state.tip[:8]}); nothing to do. "
     )
+    repo = Repository(worktree.repo_root)
+    if state.tip and not repo.has_commit(state.tip):
+        fetch = (
+            f"`git fetch {remote} {worktree.branch}:{worktree.branch}`"
+            if remote
+            else f"`git fetch <the other clone> {worktree.branch}:{worktree.branch}`"
+        )
+        branch = (
+            f"{worktree.branch} has no commits here"
+            if not repo.branch_exists(worktree.branch)
+            else (f"{worktree.branch} here does not hold them")
+        )
+        return (
+            said + f"Its commits were made in another clone that shares this store: {branch}. Get them with "
+            f"{fetch}, then see them with `git log {worktree.branch}`; `lopen run {journal.module} --replan` "
+            "plans it again here"
+        )
+    return said + f"See it with `git log {worktree.branch}`; `lopen run {journal.module} --replan` plans it again"
 
 
 def where_it_stands(root: Path, module: str, settings: Settings) -> tuple[bool, tuple[str, str] | None]:
@@ -197,7 +219,8 @@ def where_it_stands(root: Path, module: str, settings: Settings) -> tuple[bool, 
         status = SpecWatcher(root, module).check(state)
         if not status.approved or status.unapproved or status.drift is not None:
             return state.approval is not None, None
-        return True, (state.last_session() or "", completed(journal, worktree_for(root, module, settings)))
+        worktree = worktree_for(root, module, settings)
+        return True, (state.last_session() or "", completed(journal, worktree, settings.git.remote))
 
 
 def open_session(
@@ -289,7 +312,11 @@ def run_module(
             keep_plan_file(root, journal)
             worktree = worktree_for(root, module, settings)
             if not replan and journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
-                return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
+                return (
+                    0,
+                    journal.read(lambda s: s.last_session()) or "",
+                    completed(journal, worktree, settings.git.remote),
+                )
             interrupt = interrupt if interrupt is not None else Interrupt()
             created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # before the CLI: its sandbox binds it
             lanes = stop_before != "building" and (

@@ -17,18 +17,24 @@ from lopen.app import queries
 from lopen.errors import LopenError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from events.store import EventStore
     from lopen.app.context import Project
+    from lopen.app.witness import Witnessed
 
 SHOWN = 5  # differing rows named per projection
 
 
 def verify(project: Project, session: str = "", *, full: bool = False) -> dict[str, Any]:
-    """Check the hash chain; ``{"streams", "events", "seconds", "rate", "full", "scope", "sealed_at"}``."""
+    """Check the hash chain, then every recorded commit against git (``witness_commits``): ``{"streams",
+    "events", "seconds", "rate", "full", "scope", "sealed_at", "commits", "witnessed", "not_witnessed"}``
+    (the last three None without a repository)."""
     from events.recorded import module_stream
     from events.verify import sealed_at
 
     stream = None
-    store, project_id = project.opened or project.open()
+    store, project_id = project.opened or project.open(read_only=True)
     try:
         if session:
             stream = module_stream(project_id, queries.module_of_session(session))
@@ -39,6 +45,7 @@ def verify(project: Project, session: str = "", *, full: bool = False) -> dict[s
             if views.sessions.get(session) is None:
                 raise queries.no_session(session)
         sealed = sealed_at(store)
+        witnessed = witness_commits(store, project.root, stream)
     finally:
         if project.opened is None:
             store.close()
@@ -50,7 +57,31 @@ def verify(project: Project, session: str = "", *, full: bool = False) -> dict[s
         "full": full,
         "scope": stream or "",
         "sealed_at": sealed,
+        "commits": None if witnessed is None else witnessed.commits,
+        "witnessed": None if witnessed is None else witnessed.witnessed,
+        "not_witnessed": None if witnessed is None else witnessed.unwitnessed,
     }
+
+
+def witness_commits(store: EventStore, root: Path, stream: str | None) -> Witnessed | None:
+    """Every commit the history (or ``stream``) records, checked against the repository at ``root`` and
+    the chain (``lopen.app.witness``); None when ``root`` is not a git repository (nothing to check
+    against: an auditor's copy of the store)."""
+    from events.chain import digest
+    from lopen.app import witness
+    from lopen.git import Repository
+    from lopen.git.witness import read_commits
+
+    found = witness.facts(store.of_types(witness.TYPES, stream))
+    if not Repository(root).is_repository():
+        return None
+    commits = read_commits(root, [f.sha for f in found])
+
+    def digest_at(stream_id: str, version: int) -> str | None:
+        row = store.chain_event(stream_id, version)
+        return digest(row[3], row[4], row[5]).decode() if row is not None else None
+
+    return witness.check(found, commits, digest_at, f"the repository {root}")
 
 
 def rebuild(project: Project, actor: str = "") -> dict[str, Any]:

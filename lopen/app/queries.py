@@ -53,7 +53,7 @@ def modules(project: Project) -> list[ModuleRow]:
     checks = check_modules(project.root)
     states: dict[str, ModuleState] = {}
     if project.has_store():
-        with project.store() as (store, _):
+        with project.store(read_only=True) as (store, _):
             states = {s.module: s for s in store.projections.plan.all()}
     rows = []
     for name in sorted(set(checks) | set(states)):
@@ -97,7 +97,7 @@ def state_in(store: EventStore, module: str) -> ModuleState:
 
 def module_state(project: Project, module: str) -> ModuleState:
     """One module's fold: plan, tasks, approval, sessions, pending requests."""
-    with project.store() as (store, _):
+    with project.store(read_only=True) as (store, _):
         return state_in(store, module)
 
 
@@ -182,7 +182,7 @@ def module_of_session(session_id: str) -> str:
 
 def sessions(project: Project, module: str = "") -> list[dict[str, Any]]:
     """The project's sessions (of one module when given), oldest first, with their token totals."""
-    with project.store() as (store, _):
+    with project.store(read_only=True) as (store, _):
         views = store.projections
         out = []
         for s in views.sessions.all():
@@ -211,7 +211,7 @@ def sessions(project: Project, module: str = "") -> list[dict[str, Any]]:
 def session_to_watch(project: Project) -> str:
     """What ``lopen watch`` follows with no session named: the running session that moved last, else the
     session that moved last; ``LopenError`` when the project has none."""
-    with project.store() as (store, _):
+    with project.store(read_only=True) as (store, _):
         store.projections.catch_up()
         rows = [s for s in store.projections.sessions.all() if not s.deleted]
     if not rows:
@@ -228,7 +228,7 @@ def session(project: Project, session_id: str) -> dict[str, Any]:
     """One session's report (``lopen session show --format json``)."""
     from lopen.app.views.report import session_report
 
-    with project.store() as (store, _):
+    with project.store(read_only=True) as (store, _):
         report = session_report(store.projections, session_id)
     if report is None:
         raise no_session(session_id)
@@ -253,7 +253,7 @@ def replay(
         selection = rp.Selection(task=task, invocation=invocation, types=rp.event_type_names(types or []))
     except ValueError as exc:
         raise LopenError("unknown event type", str(exc), "docs/events.md lists every event type") from None
-    with project.store() as (store, project_id):
+    with project.store(read_only=True) as (store, project_id):
         if store.projections.sessions.get(session_id) is None:
             raise no_session(session_id)
         events: list[Any] = []
@@ -305,7 +305,7 @@ def task_log(project: Project, task: str, module: str = "") -> dict[str, Any]:
     """Every event of one task across sessions (``lopen log --json``)."""
     from lopen.app.views import replay as rp
 
-    with project.store() as (store, project_id):
+    with project.store(read_only=True) as (store, project_id):
         owner = task_owner(store, task, module)
         events = [msgspec.json.decode(rp.json_line(r)) for r in rp.task_records(store, project_id, owner.module, task)]
     return {"module": owner.module, "task": task, "events": events}
@@ -314,7 +314,7 @@ def task_log(project: Project, task: str, module: str = "") -> dict[str, Any]:
 def tokens(project: Project, module: str = "", session_id: str = "") -> dict[str, Any]:
     """Token, premium-request and money totals (a module's, a session's, or each module's) with the budgets."""
     budget = project.settings().budget
-    with project.store() as (store, _):
+    with project.store(read_only=True) as (store, _):
         views = store.projections
         if session_id:
             if views.sessions.get(session_id) is None:

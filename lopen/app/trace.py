@@ -53,7 +53,7 @@ def export_trace(project: Project, session_id: str, endpoint: str | None = None,
     from lopen.telemetry.history import export_session
     from lopen.telemetry.otlp import ExportFailed, OtlpFileSink, OtlpHttpSink
 
-    with project.store() as (store, _):
+    with project.store(read_only=True) as (store, _):
         views = store.projections
         if views.sessions.get(session_id) is None:
             raise LopenError(

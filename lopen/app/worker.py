@@ -69,7 +69,8 @@ def run_worker(
             keep_plan_file(root, journal)
             worktree = worktree_for(root, module, settings)
             if journal.read(lambda s: s.complete) and watcher.check(journal.snapshot()).drift is None:
-                return 0, journal.read(lambda s: s.last_session()) or "", completed(journal, worktree)
+                said = completed(journal, worktree, settings.git.remote)
+                return 0, journal.read(lambda s: s.last_session()) or "", said
             interrupt = interrupt if interrupt is not None else Interrupt()
             created, _ = worktree.ensure(journal.read(lambda s: s.tip))  # one at a time: Worktree.ensure locks
             gateway, telemetry = start_gateway(store, project, settings, root, worktree, lanes=True)

@@ -19,6 +19,7 @@ from lopen.cli.auth_cmd import auth_app
 from lopen.cli.config_cmd import config_app
 from lopen.cli.do_cmd import do
 from lopen.cli.doctor import doctor
+from lopen.cli.export_cmd import export
 from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
@@ -102,6 +103,7 @@ app.command("setup")(setup)
 app.command("revert")(revert)
 app.command("pr")(pr)
 app.command("verify")(verify)
+app.command("export")(export)
 app.command("mcp")(mcp)
 app.command("trace")(trace)
 app.add_typer(tui_app, name="tui")

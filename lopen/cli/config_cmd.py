@@ -58,11 +58,12 @@ def set_(
     Secrets are refused: set provider.api_key with the LOPEN_PROVIDER__API_KEY env var.
     """
     from lopen.cli.output import Console
-    from lopen.config import FIELDS, resolve_settings, set_value
+    from lopen.config import FIELDS, ResolvedValue, resolve_settings, set_value
 
     path, stored = set_value(key, value, user=user)
     out = Console.for_settings()
-    out.ok(f"{key} = {FIELDS[key].format(stored)} written to {path}")
+    shown = ResolvedValue(key, stored, "").shown  # a secret it holds (an MCP server's env) stays masked
+    out.ok(f"{key} = {FIELDS[key].format(shown)} written to {path}")
     from lopen.app.commands import model_warnings
     from lopen.project import nearest_root
 

@@ -166,7 +166,7 @@ def check_sandbox(mode: str) -> Check:
 
 def sandbox_check(protection: Protection) -> Check:
     """A protection as a doctor line: ✓ for bubblewrap, ! for anything weaker — the fallback to the
-    policy alone, and any mode that leaves the network open (Landlock, the policy by choice)."""
+    policy alone, and any mode that leaves the network open (Landlock before ABI 4, the policy by choice)."""
     from lopen.sandbox.kernel import INSTALL_BWRAP
 
     warnings = [w for w in (protection.warning, protection.network_warning) if w]

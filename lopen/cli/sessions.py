@@ -52,11 +52,11 @@ def register(app: typer.Typer) -> None:
 
 @contextlib.contextmanager
 def _store() -> Iterator[EventStore]:
-    """The project's store (its projections read this project's rows); its errors print like every
-    user error (`lopen.cli.main`)."""
+    """The project's store, for reading (its projections read this project's rows; a read-only
+    `.lopen` is read from a private copy); its errors print like every user error (`lopen.cli.main`)."""
     from lopen.app.context import Project
 
-    store, _ = Project.here().open()
+    store, _ = Project.here().open(read_only=True)
     with store:
         yield store
 
@@ -168,11 +168,18 @@ def replay(
     since: str | None = typer.Option(None, "--since", help=f"From {BOUND_HELP}."),
     until: str | None = typer.Option(None, "--until", help=f"Up to {BOUND_HELP}."),
     width: int | None = typer.Option(None, "--width", min=40, help="Columns (default: the terminal's)."),
+    transcript: bool = typer.Option(
+        False,
+        "--transcript",
+        help="The conversation as it happened: each invocation's exact prompt, what the model said, every "
+        "tool call with its whole arguments and result, the oracle's verdicts.",
+    ),
 ) -> None:
     """Print a session's history, one event per line, in order (for audit).
 
     The story starts with the spec approval the session worked from (who approved, the approved
-    hashes). Oracle findings and failure causes are shown under their event.
+    hashes). Oracle findings and failure causes are shown under their event. `--transcript` shows the
+    conversation instead, every text whole.
     """
     from lopen.app.queries import module_of_session
     from lopen.app.views import replay as rp
@@ -182,6 +189,12 @@ def replay(
         module_of_session(session_id)  # a malformed id is refused before the store is opened
     if as_json and tree:
         raise LopenError("--tree and --json do not go together", "the tree is a text view", "leave one of them out")
+    if transcript and tree:
+        raise LopenError(
+            "--tree and --transcript do not go together",
+            "the transcript shows each invocation's conversation in order, not as a tree",
+            "leave one of them out",
+        )
     selection = _selection(task, invocation, types, since, until)
     with _store() as store:
         views = store.projections
@@ -205,7 +218,17 @@ def replay(
                 shown[0] += 1
                 yield rec
 
-        if as_json:
+        if transcript:
+            from lopen.app.views import transcript as tr
+
+            blobs = tr.Blobs(store, views.project)
+            if as_json:
+                _write(tr.json_transcript(counted(records), blobs))
+            else:
+                options = _view_options(width, full)
+                said = tr.TranscriptView(blobs, width=int(options["width"]), ascii=bool(options["ascii"]))
+                _write(_lines(said, tr.conversation(counted(records))))
+        elif as_json:
             _write(rp.json_line(rec) for rec in counted(records))
         else:
             view = rp.TextView(**_view_options(width, full), tree=tree, seq_width=len(str(session.last_seq)))
@@ -257,7 +280,7 @@ def log(
     calls, oracle verdicts with their findings, status changes and commits."""
     from lopen.app.queries import task_owner
     from lopen.app.views import replay as rp
-    from lopen.term import number, plural
+    from lopen.term import duration, lines_changed, number, plural
 
     with _store() as store:
         views = store.projections
@@ -272,14 +295,18 @@ def log(
         view = rp.TextView(**_view_options(width, full), tree=True, sessions=True, prompts=True, seq_width=seq_width)
         _write(_lines(view, records))
         spent = views.tokens.tasks(state.module).get(task_id)
+        task = state.tasks[task_id]
         if spent is not None:  # the task's spend across sessions, its oracle checks included
             _write(
                 [
                     f"spent: {plural(spent.total, 'token')}, {number(spent.premium)} premium "
                     f"request{'' if spent.premium == 1 else 's'}, {spent.money} "
-                    f"in {plural(spent.calls, 'model call')}\n".encode()
+                    f"in {plural(spent.calls, 'model call')}, {duration(task.seconds)} of invocations\n".encode()
                 ]
             )
+        if task.commit and task.files:  # what its verified tree changed: git diff --numstat of its commit (P2;
+            # a commit recorded before Lopen counted its lines has none to show)
+            _write([f"changed: {lines_changed(task.added, task.removed, task.files)} ({task.commit[:8]})\n".encode()])
 
 
 @projections_app.command("rebuild")
@@ -376,7 +403,8 @@ def show(
     session_id: str | None = typer.Argument(None, metavar="SESSION", help="The session id (default: the latest)."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """Show a session: phase, step, status, plan tree, tokens and where it would resume."""
+    """Show a session: phase, step, status, plan tree, tokens, a table of each task's tokens, premium
+    requests, time and lines changed, and where it would resume."""
     import msgspec
 
     from lopen.app.queries import state_in

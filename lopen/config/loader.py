@@ -35,7 +35,9 @@ class ResolvedValue(msgspec.Struct, frozen=True):
     def shown(self) -> object:
         """The value safe to display (secrets masked)."""
         mask = SECRETS.get(self.key)
-        return mask(str(self.value)) if mask else self.value
+        if mask is None:
+            return self.value
+        return mask(self.value if isinstance(self.value, str) else msgspec.to_builtins(self.value))
 
 
 class _Layer(msgspec.Struct, frozen=True):
@@ -106,7 +108,7 @@ def _read_json(path: Path) -> dict[str, object] | None:
 
 def _invalid(where: str, spec: FieldSpec, value: object, problem: str, how: str) -> LopenError:
     if spec.secret:
-        value = SECRETS[spec.key](value) if isinstance(value, str) else "***"
+        value = SECRETS[spec.key](value) if isinstance(value, str) or spec.key == "mcp.servers" else "***"
     shown = spec.format(value)
     return LopenError(f"invalid value for {spec.key} in {where}: {shown}", problem, how)
 

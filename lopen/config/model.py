@@ -6,8 +6,9 @@ One frozen msgspec Struct per section; the descriptions here are the source of
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -301,6 +302,14 @@ class Context(_Section):
     token_budget: Annotated[
         Positive, _doc("Tokens of documents put into one prompt; lower-priority sections are cut first.")
     ] = 24000
+    summaries: Annotated[
+        bool,
+        _doc(
+            "Send a spec section that has to be cut whole as a summary instead, where one fits: made once "
+            "per section content by models.oracle (no tools, counted in the budgets), cached under "
+            ".lopen/cache/summaries/. false = cut it."
+        ),
+    ] = True
 
 
 HostPattern = Annotated[
@@ -340,8 +349,9 @@ class Sandbox(_Section):
     allow_network: Annotated[
         tuple[NetworkPattern, ...],
         _doc(
-            "Hosts the sandbox's network may reach besides the model provider (under bubblewrap; Landlock "
-            "and the policy alone do not confine the network), e.g. pypi.org, files.pythonhosted.org, "
+            "Hosts the sandbox's network may reach besides the model provider, through Lopen's proxy (under "
+            "bubblewrap, and Landlock ABI 4+; the policy alone does not confine the network), e.g. pypi.org, "
+            "files.pythonhosted.org, "
             "registry.npmjs.org. host = ports 443 and 80, host:port = that port; * = any host (never this "
             "machine: a loopback address is reached only when named with its port, e.g. 127.0.0.1:8080). "
             "The provider is always allowed: provider.base_url's host and port, or GitHub Copilot's "
@@ -387,6 +397,60 @@ class Otel(_Section):
     ] = False
 
 
+ServerName = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+
+
+class McpServer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One of the user's MCP servers, as the Copilot CLI takes it: a local process spoken to over stdio
+    (``command``, ``args``, ``env``, ``cwd``) or a remote one over HTTP (``url``, ``headers``); ``tools``
+    names the server's tools the model may call (``*`` = all of them). ``env`` and ``headers`` values
+    may name Lopen's environment variables as ``${NAME}``, expanded when the session starts."""
+
+    tools: tuple[Annotated[str, Meta(min_length=1)], ...]
+    type: Literal["", "stdio", "local", "http", "sse"] = ""
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str = ""
+    url: Annotated[str, Meta(pattern=r"^(https?://\S+)?$")] = ""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    timeout: Annotated[int, Meta(ge=0)] = 0  # milliseconds a tool call may take; 0 = the CLI's default
+
+    def __post_init__(self) -> None:
+        if self.remote:
+            if not self.url:
+                raise ValueError("an http or sse server needs a url")
+            if self.command or self.args or self.env or self.cwd:
+                raise ValueError("an http server takes url and headers, not command, args, env or cwd")
+        else:
+            if not self.command:
+                raise ValueError("a stdio server needs a command (or an http server a url)")
+            if self.headers:
+                raise ValueError("a stdio server takes command, args, env and cwd, not headers")
+
+    @property
+    def remote(self) -> bool:
+        """Spoken to over HTTP (or SSE) rather than started as a process."""
+        return self.type in ("http", "sse") or (not self.type and bool(self.url))
+
+
+class Mcp(_Section):
+    servers: Annotated[
+        dict[ServerName, McpServer],
+        _doc(
+            "Your MCP servers, given to the model's task and verification sessions (never the oracle's, "
+            "the spec's, research's or planning's), as the Copilot CLI takes them: stdio (command, args, env, "
+            'cwd) or HTTP (url, headers), each with the tools the model may call ("*" = all). Other tools '
+            "are refused. env and headers values are secrets (masked when shown): write ${NAME} to take one "
+            "from Lopen's environment. A stdio server runs inside the sandbox; an HTTP server's host and port "
+            "are added to its network allowlist. docs/tools.md#your-mcp-servers.",
+            allowed='a JSON object: {"name": {"command": "uvx", "args": ["mcp-server-x"], "tools": ["*"]}} '
+            'or {"name": {"url": "https://host/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}, '
+            '"tools": ["search"]}}',
+        ),
+    ] = msgspec.field(default_factory=dict)
+
+
 class Settings(_Section):
     """Every Lopen setting, resolved from flags, env, project and user files, and defaults."""
 
@@ -404,6 +468,7 @@ class Settings(_Section):
     project: Project = msgspec.field(default_factory=Project)
     sandbox: Sandbox = msgspec.field(default_factory=Sandbox)
     otel: Otel = msgspec.field(default_factory=Otel)
+    mcp: Mcp = msgspec.field(default_factory=Mcp)
 
     def public(self) -> dict[str, dict[str, object]]:
         """The settings as plain data with every secret masked: safe to show, log or store."""
@@ -434,9 +499,38 @@ def mask_url_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+_REFERENCE = re.compile(r"(?:[A-Za-z]+ )?\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def mask_mcp_servers(servers: Any) -> Any:
+    """MCP servers with their ``env`` and ``headers`` values masked (a bare ``${NAME}`` reference, or
+    ``Bearer ${NAME}``, is shown: it holds no secret); anything but a table of servers is ``***``."""
+    if not isinstance(servers, dict):
+        return "***"
+    masked: dict[str, Any] = {}
+    for name, server in servers.items():
+        if isinstance(server, McpServer):
+            server = msgspec.to_builtins(server)
+        if not isinstance(server, dict):
+            masked[name] = "***"
+            continue
+        masked[name] = dict(server)
+        for table in ("env", "headers"):
+            values = server.get(table)
+            if isinstance(values, dict):
+                masked[name][table] = {
+                    key: value if isinstance(value, str) and _REFERENCE.fullmatch(value) else mask_secret(str(value))
+                    for key, value in values.items()
+                }
+            elif table in server:
+                masked[name][table] = "***"
+    return masked
+
+
 # Settings whose values must never be shown, logged or stored as they are, with their mask.
-SECRETS: dict[str, Callable[[str], str]] = {
+SECRETS: dict[str, Callable[[Any], Any]] = {
     "provider.api_key": mask_secret,
     "store.url": mask_url_password,
     "otel.endpoint": mask_url_password,
+    "mcp.servers": mask_mcp_servers,
 }

@@ -59,6 +59,9 @@ class FieldSpec(msgspec.Struct, frozen=True):
         try:
             return msgspec.convert(value, self.annotation)
         except msgspec.ValidationError as exc:
+            if isinstance(self.info, mi.DictType) and isinstance(self.info.value_type, mi.StructType):
+                # a table of entries: say which entry is wrong and how (msgspec names the path, never a value)
+                raise ValueError(f"{_failing_entry(value, self.annotation) or exc}; expected {self.allowed}") from exc
             raise ValueError(f"expected {self.allowed}") from exc
 
     def parse(self, text: str) -> object:
@@ -89,6 +92,18 @@ class FieldSpec(msgspec.Struct, frozen=True):
         if isinstance(value, str):
             return value if value else '""'
         return json.dumps(msgspec.to_builtins(value))
+
+
+def _failing_entry(value: object, annotation: Any) -> str:
+    """Which entry of a table fails and why, e.g. ``docs: Object missing required field `tools``` ("" if none alone)."""
+    if not isinstance(value, dict):
+        return ""
+    for key, entry in value.items():
+        try:
+            msgspec.convert({key: entry}, annotation)
+        except msgspec.ValidationError as exc:
+            return f"{key}: {str(exc).replace(' - at `$[...]`', '').replace('$[...]', '$')}"
+    return ""
 
 
 def _split_list(text: str) -> list[str]:

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -86,6 +87,9 @@ class GatewayConfig(msgspec.Struct, frozen=True):
     sandbox: SandboxConfig | None = None
     # The SDK's TelemetryConfig (lopen.telemetry.copilot_telemetry): the CLI exports its own spans.
     telemetry: dict[str, Any] | None = None
+    # The user's MCP servers (lopen.copilot.mcp_servers.session_servers: the SDK's mcp_servers, secrets
+    # expanded), given to the sessions whose request asks for them (InvocationRequest.mcp).
+    mcp_servers: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 class Cancel:
@@ -141,7 +145,8 @@ class Gateway:
         self._temp_dir = ""  # the model's private temp folder
         self._own_temp = False
         self._route: Any = None  # how the sandbox's network leaves it (lopen.sandbox.network.Route)
-        self._proxy: Any = None  # Lopen's network proxy (lopen.sandbox.proxy.NetworkProxy), under bwrap
+        self._proxy: Any = None  # Lopen's network proxy (lopen.sandbox.proxy.NetworkProxy)
+        self._proxy_socket: socket.socket | None = None  # its loopback TCP listener, under Landlock
         self._listeners: dict[int, EventCallback] = {}  # the invocations in flight, for network refusals
 
     # lifecycle -----------------------------------------------------------------------------
@@ -193,7 +198,9 @@ class Gateway:
         if self._proxy is not None and self._thread.is_alive():
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(self._proxy.close(), self._loop).result(timeout=5)
-        if self._route is not None:
+        if self._proxy_socket is not None:
+            self._proxy_socket.close()
+        if self._route is not None and self._route.socket:
             shutil.rmtree(os.path.dirname(self._route.socket), ignore_errors=True)
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -217,7 +224,9 @@ class Gateway:
         from copilot import CopilotClient, RuntimeConnection
 
         path, args = self._confined_cli()
-        if self._proxy is not None:
+        if self._proxy_socket is not None:
+            await self._proxy.start_tcp(self._proxy_socket)
+        elif self._proxy is not None:
             await self._proxy.start(self._route.socket)
         connection = RuntimeConnection.for_stdio(path=path, args=args)
         connection.env = self._process_env()
@@ -243,7 +252,10 @@ class Gateway:
 
         sandbox = self._sandbox
         provider = self.config.provider
-        register_secrets(environment.known_secrets(os.environ, [provider.api_key] if provider else []))
+        from lopen.copilot.mcp_servers import secrets_of
+
+        known = [*([provider.api_key] if provider else []), *secrets_of(self.config.mcp_servers)]
+        register_secrets(environment.known_secrets(os.environ, known))
         self.protection = kernel.detect(sandbox.mode)
         self._temp_dir = sandbox.temp_dir
         if not self._temp_dir:
@@ -256,23 +268,30 @@ class Gateway:
         self._plan = confinement
         if self.protection.kind != "policy":
             kernel.unpack_cli(self.config.cli_path, self._process_env())
-        if self.protection.kind == "bwrap":
+        if self.protection.confines_network:
             self._open_network(sandbox, provider.base_url if provider and byok else "")
         return kernel.launch(self.protection, confinement, self.config.cli_path, self._route)
 
     def _open_network(self, sandbox: SandboxConfig, provider_base_url: str) -> None:
-        """The sandbox's one way out (bubblewrap): Lopen's proxy, allowing the model provider and
-        ``sandbox.allow_network``, on a Unix socket in a private folder of Lopen's temp; started
-        on the loop by ``_start``."""
+        """The sandbox's one way out: Lopen's proxy, allowing the model provider and
+        ``sandbox.allow_network`` — under bubblewrap on a Unix socket in a private folder of Lopen's
+        temp (the forwarder inside relays to it), under Landlock on a loopback TCP port (the one the
+        sandbox may connect to); started on the loop by ``_start``."""
+        from lopen.copilot.mcp_servers import network_services
         from lopen.sandbox import network
         from lopen.sandbox.proxy import NetworkProxy
 
         services = [str((self.config.telemetry or {}).get("otlp_endpoint") or "")]  # the CLI's own spans
+        services += network_services(self.config.mcp_servers)  # the user's HTTP MCP servers
         services = [url for url in services if url]
         rules = network.default_rules(provider_base_url) + [network.parse(p) for p in sandbox.allow_network]
         rules += [rule for rule in map(network.provider_rule, services) if rule is not None]
-        folder = tempfile.mkdtemp(prefix="lopen-net-")
-        self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url, *services)
+        if self.protection is not None and self.protection.kind == "landlock":
+            self._proxy_socket = socket.create_server(("127.0.0.1", 0))
+            self._route = network.tcp_route(self._proxy_socket.getsockname()[1], provider_base_url, *services)
+        else:
+            folder = tempfile.mkdtemp(prefix="lopen-net-")
+            self._route = network.route(os.path.join(folder, "proxy.sock"), provider_base_url, *services)
         self._proxy = NetworkProxy(network.Allowlist(rules), self._network_refused)
 
     def _network_refused(self, target: str, reason: str) -> None:
@@ -324,6 +343,7 @@ class Gateway:
         """The session's permission handler: Lopen's policy (lopen.sandbox.policy), every decision
         emitted as a PermissionDecision. Returns ``(handler, observer)``: the observer, registered
         with ``session.on``, tells the handler which sub-agent asked."""
+        from lopen.copilot.mcp_servers import allowed_tools
         from lopen.sandbox.policy import permission_handler, policy_for
 
         policy = policy_for(
@@ -332,6 +352,7 @@ class Gateway:
             temp_dir=self._temp_dir,
             tools=[t.name for t in tools],
             confinement=self.protection.confinement if self.protection else "none",
+            mcp=allowed_tools(self._mcp_servers(request)),
         )
         askers = _Askers()
 
@@ -464,7 +485,8 @@ class Gateway:
         run = _SessionRun(model, emit, InvocationCap(request.max_turns, request.max_tokens, request.budget))
         begun = time.monotonic()
         session = None
-        options = session_options(request, [t.name for t in tools])
+        mcp_servers = self._mcp_servers(request)
+        options = session_options(request, [t.name for t in tools], mcp_servers)
         on_permission, permission_asker = self._permission_handler(request, tools, emit)
         if ask is not None:
 
@@ -483,6 +505,7 @@ class Gateway:
                 infinite_sessions={"enabled": False},
                 provider=self._provider_dict(),
                 session_id=_session_id(request.conversation_id, len(attempts) + 1),
+                mcp_servers=mcp_servers or None,
                 **options,
             )
             session.on(permission_asker)
@@ -508,6 +531,10 @@ class Gateway:
             Attempt(model=model, error=run.error, cli_retries=run.cli_retries, duration=time.monotonic() - begun)
         )
         return run.result()
+
+    def _mcp_servers(self, request: InvocationRequest) -> dict[str, dict[str, Any]]:
+        """The user's MCP servers this session gets: all of them when the request asks, else none."""
+        return self.config.mcp_servers if request.mcp else {}
 
     async def _dispose(self, session: Any) -> None:
         session_id = session.session_id

@@ -100,7 +100,8 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     children of Lopen's invocation span. ``conversation_id`` names the SDK session of the first
     attempt (retries get ``-2``, ``-3`` …; "" = the SDK's own id): Lopen's span and the CLI's then
     share one ``gen_ai.conversation.id``. ``max_turns`` and ``max_tokens`` cap what the invocation may
-    spend, and ``budget`` says when a budget is reached inside it (``lopen.copilot.caps``).
+    spend, and ``budget`` says when a budget is reached inside it (``lopen.copilot.caps``). ``mcp`` gives
+    the session the user's MCP servers (``GatewayConfig.mcp_servers``; the oracle's never asks).
     """
 
     models: list[str]
@@ -118,6 +119,7 @@ class InvocationRequest(msgspec.Struct, frozen=True):
     max_tokens: int = 0  # input + output tokens before it is stopped (0 = no cap)
     # asked after each model call's usage was handed over: the figures of a budget reached, or ""
     budget: Callable[[], str] | None = None
+    mcp: bool = False
 
 
 # Stream events handed to the gateway's callback while a session runs.

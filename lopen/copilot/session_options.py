@@ -19,9 +19,10 @@ whole prompt: ``system_mode="replace"``, the oracle's).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lopen.copilot.mcp_servers import available_tools
 from lopen.copilot.results import InvocationRequest
 
 # The CLI's prompt sections Lopen rewrites in a builder session (the SDK's SystemMessageSection ids).
@@ -34,11 +35,14 @@ LAST_INSTRUCTIONS = (
 )
 
 
-def session_options(request: InvocationRequest, lopen_tools: Sequence[str]) -> dict[str, Any]:
-    """Keyword arguments for ``CopilotClient.create_session`` beyond the model, tools and handlers."""
+def session_options(
+    request: InvocationRequest, lopen_tools: Sequence[str], mcp_servers: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Keyword arguments for ``CopilotClient.create_session`` beyond the model, tools and handlers;
+    ``mcp_servers`` (the session's, ``lopen.copilot.mcp_servers``) adds their listed tools to the offer."""
     options: dict[str, Any] = {}
     if request.cli_tools is not None:
-        options["available_tools"] = [*request.cli_tools, *lopen_tools]
+        options["available_tools"] = [*request.cli_tools, *lopen_tools, *available_tools(mcp_servers or {})]
     if not request.builder:
         options["system_message"] = {"mode": request.system_mode, "content": request.system_message}
         return options

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -47,8 +48,27 @@ class LopenTool(msgspec.Struct, frozen=True):
             else:
                 result = await asyncio.to_thread(self.handler, args)
         except Exception as exc:  # a handler failure is the model's information, not a crash
+            if internal(exc):
+                _log.error("tool %s failed inside Lopen: %s: %s", self.name, type(exc).__name__, exc, exc_info=exc)
+                return False, (
+                    f"{self.name} could not run: Lopen had an internal error (not caused by your work; Lopen logged "
+                    f"it). Do not call {self.name} again in this invocation: end it with a one-line summary, "
+                    "and Lopen takes the step up again"
+                )
             return False, f"{self.name} failed: {exc}"
         return True, render_result(result)
+
+
+_log = logging.getLogger("lopen.tools")
+_INTERNAL = (AssertionError, AttributeError, NameError, TypeError, RuntimeError, RecursionError, MemoryError)
+
+
+def internal(exc: BaseException) -> bool:
+    """A failure of Lopen's own machinery, not a refusal for the model: a stopped actor (pykka's
+    ``ActorDeadError`` — "OracleActor (urn:uuid:…) not found" — or its timeout) or a programming error.
+    Its text means nothing to the model and may leak Lopen's internals, so the model is told only that
+    the tool could not run."""
+    return isinstance(exc, _INTERNAL) or type(exc).__module__.partition(".")[0] == "pykka"
 
 
 def render_result(result: object) -> str:

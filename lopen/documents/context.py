@@ -32,6 +32,17 @@ a marker naming what was cut and the ``read_spec``/``read_research`` call that r
 ``sections_sent`` names every piece sent (whole or truncated), ``cut`` every piece cut (wholly
 or partly) in the order it was cut: spec sections by key, research by file name, and `task`,
 `(title)`, `spec check`, `spec pattern`, `contents`, `research index`.
+
+Summaries (given ``summaries``, ``lopen.documents.summaries``): once the cutting is done, each spec
+section sent whole before but now cut wholly (to its marker) is, most important first, sent whole
+again when the cuts after it left room for it, else sent as a summary when one fits in what the
+budget has left and is shorter than the section: `==== Summary of § <key> (the section is
+longer than this prompt's budget; ask with read_spec(…) for the whole) ====`. A summary is made once
+per section content and cached, and made only when the budget has room for one of the length asked
+for (``SUMMARY_WORDS`` words, ~160 tokens); one that cannot be made or does not fit leaves the cut as
+it was, and after one that could not be made only cached ones are used. ``summarised`` names the
+sections sent as summaries (not in ``cut`` nor in ``sections_sent``); a failed one stays in ``cut``
+and its reason is in ``unsummarised``.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ from lopen.documents.research import list_research, read_research
 from lopen.documents.section_cache import SectionCache, load_spec
 from lopen.documents.sections import Document, Section, block_tokens, normalize_title
 from lopen.documents.spec_check import FRONT_MATTER_EXAMPLE, REQUIRED_SECTIONS, check_spec
+from lopen.documents.summaries import SUMMARY_WORDS, Summaries, SummaryFailed
 
 Kind = Literal["spec", "research", "planning", "task", "module-verification", "oracle"]
 KINDS: tuple[str, ...] = ("spec", "research", "planning", "task", "module-verification", "oracle")
@@ -58,6 +70,7 @@ _PASSAGES = 8
 _USEFUL_HEAD_CHARS = 4000  # a truncated piece keeps its head when this much, or a fifth of it, fits
 _CONTAINERS = frozenset({"bullet_list_open", "ordered_list_open", "hr"})
 _CONTENTS_LIMIT = 80
+_SUMMARY_ROOM = SUMMARY_WORDS * 4 // 3  # tokens a summary may take: one is made only when they are left
 _STOP_TEXT = (
     "about above after again against also because been before being below between both could does doing "
     "down during each from further have having here into itself just more most must only other over "
@@ -80,6 +93,8 @@ class AssembledContext(msgspec.Struct, frozen=True):
     sections_sent: list[str]
     tokens_estimate: int
     cut: list[str]
+    summarised: list[str] = []
+    unsummarised: list[str] = []  # "<section>: <why>" for each summary that could not be made
 
 
 class _Piece(msgspec.Struct):
@@ -89,6 +104,13 @@ class _Piece(msgspec.Struct):
     priority: int
     reread: str = ""
     protected: bool = False
+    summarisable: bool = False  # a whole spec section: may be sent as a summary when cut
+
+    def summary(self, text: str) -> str:
+        return (
+            f"==== Summary of § {self.name} (the section is longer than this prompt's budget; "
+            f"ask with {self.reread} for the whole) ====\n{text.strip()}\n"
+        )
 
     def render(self) -> str:
         return f"==== {self.label} ====\n{self.body.strip()}\n"
@@ -143,6 +165,7 @@ class _Builder:
                 body=doc.source[section.start : end],
                 priority=priority,
                 reread=f"read_spec({json.dumps(self.module)}, {json.dumps(section.key)})",
+                summarisable=whole,
             )
         )
 
@@ -363,8 +386,10 @@ def assemble_context(
     task: str | None = None,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     cache: SectionCache | None = None,
+    summaries: Summaries | None = None,
 ) -> AssembledContext:
-    """The document context for one invocation (see the module docstring for what each kind gets)."""
+    """The document context for one invocation (see the module docstring for what each kind gets);
+    with ``summaries``, sections cut wholly are sent as summaries where they fit."""
     validate_module(module)
     if kind not in KINDS:
         raise DocumentError(f"unknown context kind {kind!r}; kinds are: {', '.join(KINDS)}")
@@ -413,7 +438,7 @@ def assemble_context(
         b.named(ACCEPTANCE_CRITERIA, 1)
         b.component_sections(_phrase_pattern(component) if component else None, 2)
         b.named(SKILLS_AND_HOOKS, 3)
-    return _fit(b.pieces, budget_tokens)
+    return _fit(b.pieces, budget_tokens, summaries, module)
 
 
 def _shrink(piece: _Piece, target: int) -> str | None:
@@ -430,8 +455,11 @@ def _shrink(piece: _Piece, target: int) -> str | None:
     return None
 
 
-def _fit(pieces: list[_Piece], budget_tokens: int) -> AssembledContext:
-    """Render the pieces in priority order, cutting from the lowest priority until within budget."""
+def _fit(
+    pieces: list[_Piece], budget_tokens: int, summaries: Summaries | None = None, module: str = ""
+) -> AssembledContext:
+    """Render the pieces in priority order, cutting from the lowest priority until within budget, then
+    sending the wholly cut sections as summaries where they fit."""
     order = sorted(pieces, key=lambda p: p.priority)  # stable: document order within a priority
     rendered = [p.render() for p in order]
     cut: list[str] = []
@@ -456,5 +484,41 @@ def _fit(pieces: list[_Piece], budget_tokens: int) -> AssembledContext:
             else:
                 rendered[i] = marker
                 sent.remove(piece.name)
+    summarised: list[str] = []
+    unsummarised: list[str] = []
+    failed = False
+    if summaries is not None and cut:
+        for i, piece in enumerate(order):
+            if not (piece.summarisable and rendered[i] == piece.cut_marker()):
+                continue
+            room = budget_tokens - total() + estimate_tokens(rendered[i])
+            if estimate_tokens(piece.render()) <= room:  # higher-priority cuts made room for it whole
+                rendered[i] = piece.render()
+                cut.remove(piece.name)
+                sent = [p.name for p in order if p.name in sent or p is piece]
+                continue
+            known = summaries.cached(piece.body)
+            if known is None and (failed or room < estimate_tokens(piece.summary("")) + _SUMMARY_ROOM):
+                continue  # no room for a summary of the length asked for, or the last one failed: none made
+            try:
+                summary = piece.summary(known or summaries.get(module, piece.name, piece.body))
+            except SummaryFailed as exc:  # the next would fail the same way (the model, a budget)
+                unsummarised.append(f"{piece.name}: {exc}")
+                failed = True
+                continue
+            marker, rendered[i] = rendered[i], summary
+            if total() > budget_tokens or estimate_tokens(summary) >= estimate_tokens(piece.render()):
+                rendered[i] = marker
+                unsummarised.append(f"{piece.name}: its summary (~{estimate_tokens(summary)} tokens) does not fit")
+                continue
+            summarised.append(piece.name)
+            cut.remove(piece.name)
     text = "\n".join(rendered)
-    return AssembledContext(text=text, sections_sent=sent, tokens_estimate=estimate_tokens(text), cut=cut)
+    return AssembledContext(
+        text=text,
+        sections_sent=sent,
+        tokens_estimate=estimate_tokens(text),
+        cut=cut,
+        summarised=summarised,
+        unsummarised=unsummarised,
+    )

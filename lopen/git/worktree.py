@@ -460,6 +460,24 @@ class Worktree:
         out = self._git("diff", "--name-only", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
         return [line for line in out.splitlines() if line]
 
+    def numstat(self, base: str | None, tree: str) -> tuple[int, int, int]:
+        """(lines added, lines removed, files changed) from ``base`` to ``tree``, as ``git diff --numstat``
+        counts them; a binary file (``-`` for its lines) counts as a file changed and adds no lines."""
+        out = self._git("diff", "--numstat", "-z", "--no-ext-diff", "--no-textconv", base or EMPTY_TREE, tree)
+        added = removed = files = 0
+        fields = iter(out.split("\0"))
+        for entry in fields:
+            if not entry:
+                continue
+            plus, minus, path = entry.split("\t", 2)
+            if not path:  # a rename or copy: the old and new paths follow, one field each
+                next(fields, None)
+                next(fields, None)
+            files += 1
+            added += int(plus) if plus.isdigit() else 0
+            removed += int(minus) if minus.isdigit() else 0
+        return added, removed, files
+
     def dirty_files(self) -> list[str]:
         """The paths whose content differs from the branch tip, as the model left them — measured the
         way verification measures (the worktree written as a tree, Lopen's ignore patterns applied),
@@ -597,6 +615,12 @@ class Worktree:
         """Publish this branch to ``remote`` (a component's branch is forced: it can be started afresh)."""
         spec = f"{'+' if force else ''}{self.ref}:{self.ref}"
         git(self.repo_root, "push", "-q", remote, spec, timeout=300)  # from the user's checkout: its ssh setup
+
+    def sync_index(self) -> None:
+        """The worktree's own index becomes its HEAD (files untouched): after a run killed between a
+        commit and the reset that follows it, `git status` there shows the work as committed, not as
+        deleted and untracked. Lopen never stages there (its trees come from a private index)."""
+        self._git("reset", "-q")
 
     def reset_to(self, sha: str) -> None:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""

@@ -12,10 +12,12 @@ CLI's own rights. Lopen narrows them in two independent layers:
    command the model runs — is started confined: under bubblewrap (:mod:`lopen.sandbox.bwrap`)
    where it works, else under Landlock (:mod:`lopen.sandbox.landlock`), else not at all, with
    one clear warning (the policy still applies).
-3. **The network** (bubblewrap only). The sandbox has a network namespace of its own; its one
-   way out is Lopen's proxy (:mod:`lopen.sandbox.proxy`), reached through a forwarder inside
-   (:mod:`lopen.sandbox.forward`) and allowing only the model provider and
-   ``sandbox.allow_network`` (:mod:`lopen.sandbox.network`).
+3. **The network** (bubblewrap; Landlock from ABI 4). Under bubblewrap the sandbox has a network
+   namespace of its own; its one way out is Lopen's proxy (:mod:`lopen.sandbox.proxy`), reached
+   through a forwarder inside (:mod:`lopen.sandbox.forward`) and allowing only the model provider
+   and ``sandbox.allow_network`` (:mod:`lopen.sandbox.network`). Under Landlock the same proxy
+   listens on a loopback TCP port, the one port (with a loopback provider's) the sandbox may
+   connect to; it binds none.
 
 Alongside them, :mod:`lopen.sandbox.environment` builds the CLI's environment from an
 allowlist, so Lopen's secrets are not in the model's shell, and registers the secret values

@@ -60,18 +60,29 @@ class Protection(msgspec.Struct, frozen=True):
     kind: Kind
     detail: str
     warning: str = ""
+    landlock_abi: int = 0
+    """Under Landlock, the kernel's ABI: from 4 on, Landlock also confines TCP (:attr:`confines_network`)."""
 
     @property
     def confinement(self) -> Confinement:
         return "none" if self.kind == "policy" else self.kind
 
     @property
+    def confines_network(self) -> bool:
+        """The model's network reaches only Lopen's proxy (and a loopback provider): under bubblewrap (a
+        network namespace) and under Landlock from ABI 4 (TCP connect by port, no bind)."""
+        return self.kind == "bwrap" or (self.kind == "landlock" and self.landlock_abi >= landlock.NET_ABI)
+
+    @property
     def network_warning(self) -> str:
-        """What is left open on the network: "" under bubblewrap (the model's network reaches only
-        the provider and ``sandbox.allow_network``), else a plain statement that it is not confined."""
-        if self.kind == "bwrap":
+        """What is left open on the network: "" when :attr:`confines_network`, else a plain statement
+        that it is not confined."""
+        if self.confines_network:
             return ""
-        under = "under Landlock" if self.kind == "landlock" else "with the permission policy alone"
+        if self.kind == "landlock":
+            under = f"under Landlock ABI {self.landlock_abi} (TCP rules need ABI {landlock.NET_ABI}, Linux 6.7+)"
+        else:
+            under = "with the permission policy alone"
         return (
             f"the network is not confined {under}: the model's shell can reach any address, this machine's "
             f"loopback included (a local MCP server, databases); {INSTALL_BWRAP} to give it a network of its "
@@ -146,8 +157,16 @@ def choose(mode: Mode, bwrap_found: tuple[str, str], landlock_found: tuple[int, 
         )
     abi, no_landlock = landlock_found
     if abi:
+        network = ""
+        if abi >= landlock.NET_ABI:
+            network = (
+                "; their TCP connections reach only Lopen's proxy (the model provider and sandbox.allow_network) "
+                "and a loopback provider's port, and they bind no TCP port"
+            )
         return Protection(
-            "landlock", f"Landlock (ABI {abi}) confines the Copilot CLI and every command it runs{_SCOPE}"
+            "landlock",
+            f"Landlock (ABI {abi}) confines the Copilot CLI and every command it runs{_SCOPE}{network}",
+            landlock_abi=abi,
         )
     if mode == "landlock":
         raise LopenError(
@@ -259,7 +278,9 @@ def launch(
 ) -> tuple[str, list[str]]:
     """``(path, args)`` to spawn the CLI at ``cli_path`` under ``protection``. Under bubblewrap the
     CLI has no network but ``route``: the forwarder (:mod:`lopen.sandbox.forward`) starts first
-    and becomes the CLI; without a route the sandbox has no network at all."""
+    and becomes the CLI; without a route the sandbox has no network at all. Under Landlock a
+    ``route`` confines TCP: connect only to its ports (Lopen's proxy, the direct loopback services),
+    bind none; without one the network is left as it is."""
     if protection.kind == "bwrap":
         binary = shutil.which("bwrap") or "bwrap"
         command = [cli_path]
@@ -274,5 +295,7 @@ def launch(
         args = ["-I", landlock.__file__]
         args += [a for p in confinement.writable for a in ("--rw", p)]
         args += [a for p in confinement.hidden for a in ("--hide", p)]
+        if route is not None:
+            args += ["--net", *(a for port in route.ports() for a in ("--connect", str(port)))]
         return sys.executable, [*args, "--", cli_path]
     return cli_path, []

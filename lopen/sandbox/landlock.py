@@ -17,6 +17,10 @@ Lopen uses it as a launcher around the Copilot CLI::
   entry of every folder on the way from ``/`` to PATH, except the way itself, gets read
   rights; ``/`` gets the right to list folders, so hidden names stay listable but their
   contents do not.
+- ``--net`` (ABI 4 and later): the command may bind no TCP port and connect to none but the
+  ``--connect PORT`` ones (Lopen's network proxy, a loopback model provider). Landlock's TCP
+  rules name a port, not an address: an allowed port is allowed on every host. UDP and Unix
+  sockets are not Landlock's to restrict.
 - on ABI 6 and later, signals and abstract unix sockets are scoped: the model cannot signal
   Lopen or reach its sockets. Landlock also stops a sandboxed process from ptrace-ing — and so
   from reading ``/proc/<pid>/environ`` (Lopen's secrets) of — processes outside it, *unless*
@@ -38,6 +42,7 @@ from collections.abc import Iterable, Sequence
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same numbers on every architecture
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+_RULE_NET_PORT = 2
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -57,6 +62,9 @@ MAKE_BLOCK = 1 << 11
 MAKE_SYM = 1 << 12
 REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+NET_ABI = 4
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
 
@@ -77,6 +85,11 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 def _libc() -> ctypes.CDLL:
@@ -153,15 +166,20 @@ def read_grants(hidden: Iterable[str]) -> list[tuple[str, int]]:
     return grants
 
 
-def restrict(writable: Sequence[str], hidden: Sequence[str] = ()) -> int:
+def restrict(writable: Sequence[str], hidden: Sequence[str] = (), connect: Sequence[int] | None = None) -> int:
     """Confine this process and its future children: write only beneath ``writable``, read
-    everything but ``hidden``. Returns the ABI used; raises OSError when Landlock is missing."""
+    everything but ``hidden``; with ``connect`` (a list, empty or not), bind no TCP port and connect
+    to those ports only. Returns the ABI used; raises OSError when Landlock is missing, or when
+    ``connect`` is asked of a kernel whose Landlock cannot restrict TCP (before ABI 4)."""
     abi = abi_version()
     if abi < 1:
         raise OSError(38, "Landlock is not available in this kernel (or is disabled)")
+    if connect is not None and abi < NET_ABI:
+        raise OSError(95, f"this kernel's Landlock (ABI {abi}) cannot restrict the network (ABI {NET_ABI}+)")
     libc = _libc()
     handled = handled_rights(abi)
-    attr = _RulesetAttr(handled_access_fs=handled, handled_access_net=0, scoped=0)
+    net = NET_BIND_TCP | NET_CONNECT_TCP if connect is not None else 0
+    attr = _RulesetAttr(handled_access_fs=handled, handled_access_net=net, scoped=0)
     size = 8 if abi < 4 else 16
     if abi >= 6:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
@@ -176,6 +194,12 @@ def restrict(writable: Sequence[str], hidden: Sequence[str] = ()) -> int:
         grants += [(d, READ | WRITE_FILE | TRUNCATE) for d in DEVICES]
         for path, rights in grants:
             _add_rule(libc, ruleset, path, rights & handled)
+        for port in dict.fromkeys(connect or ()):
+            rule = _NetPortAttr(allowed_access=NET_CONNECT_TCP, port=port)
+            _check(
+                libc.syscall(_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(rule), ctypes.c_uint32(0)),
+                f"landlock_add_rule(connect port {port})",
+            )
         if os.geteuid() == 0:
             _drop_capabilities(libc)
         _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -216,32 +240,45 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def _parse(argv: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+def _parse(argv: Sequence[str]) -> tuple[list[str], list[str], list[int] | None, list[str]]:
     writable: list[str] = []
     hidden: list[str] = []
+    connect: list[int] | None = None
     args = list(argv)
     while args and args[0] != "--":
         option = args.pop(0)
-        if option not in ("--rw", "--hide") or not args:
+        if option == "--net":
+            connect = connect or []
+            continue
+        if option not in ("--rw", "--hide", "--connect") or not args:
             raise ValueError(f"unexpected argument {option!r}")
-        (writable if option == "--rw" else hidden).append(args.pop(0))
+        value = args.pop(0)
+        if option == "--connect":
+            if not value.isdigit() or not 0 < int(value) < 65536:
+                raise ValueError(f"--connect takes a TCP port (1-65535), not {value!r}")
+            connect = [*(connect or []), int(value)]
+        else:
+            (writable if option == "--rw" else hidden).append(value)
     if not args or len(args) < 2:
         raise ValueError("no command after --")
-    return writable, hidden, args[1:]
+    return writable, hidden, connect, args[1:]
 
 
-USAGE = "usage: python -m lopen.sandbox.landlock [--rw PATH]... [--hide PATH]... -- COMMAND [ARG]..."
+USAGE = (
+    "usage: python -m lopen.sandbox.landlock [--rw PATH]... [--hide PATH]... [--net [--connect PORT]...] "
+    "-- COMMAND [ARG]..."
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Confine, then exec the command. Exit 2 on bad usage, 126 when Landlock is unavailable."""
     try:
-        writable, hidden, command = _parse(sys.argv[1:] if argv is None else argv)
+        writable, hidden, connect, command = _parse(sys.argv[1:] if argv is None else argv)
     except ValueError as exc:
         print(f"lopen landlock: {exc}\n{USAGE}", file=sys.stderr)
         return 2
     try:
-        restrict(writable, hidden)
+        restrict(writable, hidden, connect)
     except OSError as exc:
         print(f"lopen landlock: cannot confine {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 126

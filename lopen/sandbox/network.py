@@ -175,6 +175,11 @@ class Route(msgspec.Struct, frozen=True):
     proxy: tuple[str, int] = ("127.0.0.1", PROXY_PORT)
     direct: tuple[tuple[str, int, str], ...] = ()
 
+    def ports(self) -> list[int]:
+        """The TCP ports the sandbox may connect to under Landlock: the proxy's, then each direct
+        address's (Landlock's rules name a port, not an address)."""
+        return list(dict.fromkeys([self.proxy[1], *(port for _a, port, _d in self.direct)]))
+
     def forwarder_args(self) -> list[str]:
         """The forwarder's options (before ``--`` and the command)."""
         args = ["--socket", self.socket, "--proxy", f"{self.proxy[0]}:{self.proxy[1]}"]
@@ -215,3 +220,11 @@ def route(socket_path: str, provider_base_url: str = "", *services: str) -> Rout
     while any(port == p for _a, p, _d in direct):
         port += 1
     return Route(socket=socket_path, proxy=("127.0.0.1", port), direct=direct)
+
+
+def tcp_route(proxy_port: int, provider_base_url: str = "", *services: str) -> Route:
+    """The route under Landlock: no namespace and no forwarder — the sandbox shares this machine's
+    network, Lopen's proxy listens on loopback at ``proxy_port`` (``HTTPS_PROXY``), and a loopback
+    provider or service is connected to directly, at its own address (its port allowed)."""
+    direct = route("", provider_base_url, *services).direct
+    return Route(socket="", proxy=("127.0.0.1", proxy_port), direct=direct)

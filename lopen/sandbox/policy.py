@@ -19,8 +19,11 @@ shell           allowed when a kernel sandbox confines the CLI; otherwise (polic
                 like reads and writes
 url             allowed when the host matches one of ``allow_urls`` (``fnmatch`` patterns)
 custom-tool     allowed for the session's own Lopen tools
-mcp, memory,    refused: Lopen's sessions use no MCP server, keep no memory between
-hook, workflow, invocations (fresh context, W6), and install nothing
+mcp             allowed for a tool the user listed in ``mcp.servers.<server>.tools`` (``*`` =
+                all of the server's) when the session was given that server (task and
+                verification sessions); refused otherwise
+memory, hook,   refused: Lopen's sessions keep no memory between invocations (fresh
+workflow,       context, W6), and install nothing
 extension-…
 =============== ==========================================================================
 
@@ -72,7 +75,9 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     - ``allow_urls`` — host patterns the model may fetch;
     - ``tools`` — the session's own custom (Lopen) tools;
     - ``confinement`` — the kernel sandbox around the CLI, if any;
-    - ``home`` — the user's home, for ``~``.
+    - ``home`` — the user's home, for ``~``;
+    - ``mcp`` — the user's MCP servers this session was given, each with the tools the model may call
+      (``*`` = all of them).
     """
 
     cwd: str
@@ -83,6 +88,7 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[str, ...] = ()
     confinement: Confinement = "none"
     home: str = ""
+    mcp: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
 
 
 class Decision(msgspec.Struct, frozen=True):
@@ -102,6 +108,7 @@ def policy_for(
     tools: Iterable[str] = (),
     confinement: Confinement = "none",
     home: str = "",
+    mcp: dict[str, tuple[str, ...]] | None = None,
 ) -> Policy:
     """The policy of one session working in ``cwd``, under ``config``."""
     home = home or paths.home_dir()
@@ -120,6 +127,7 @@ def policy_for(
         tools=tuple(tools),
         confinement=confinement,
         home=home,
+        mcp=dict(mcp or {}),
     )
 
 
@@ -146,13 +154,25 @@ def decide(policy: Policy, request: Any) -> Decision:
                 return Decision("custom-tool", name, True, "one of this session's Lopen tools")
             return Decision("custom-tool", name, False, f"{name} is not one of this session's tools")
         case "mcp":
-            target = f"{getattr(request, 'server_name', '?')}/{getattr(request, 'tool_name', '?')}"
-            return Decision("mcp", target, False, "MCP servers are not available in Lopen's sessions")
+            return _mcp(policy, str(getattr(request, "server_name", "") or "?"), str(getattr(request, "tool_name", "")))
         case "memory":
             return Decision("memory", str(getattr(request, "subject", "") or ""), False, _NO_MEMORY)
         case _:
             target = str(getattr(request, "tool_name", "") or getattr(request, "extension_name", "") or "")
             return Decision(kind, target, False, f"{kind} requests are not allowed in Lopen's sessions")
+
+
+def _mcp(policy: Policy, server: str, tool: str) -> Decision:
+    """A call of an MCP server's tool. The CLI names it ``<server>-<tool>`` in the request."""
+    tool = tool.removeprefix(f"{server}-") or "?"
+    target = f"{server}/{tool}"
+    allowed = policy.mcp.get(server)
+    if allowed is None:
+        why = f"{server} is not one of this session's MCP servers (mcp.servers: task and verification sessions)"
+        return Decision("mcp", target, False, why)
+    if "*" in allowed or tool in allowed:
+        return Decision("mcp", target, True, f"listed in mcp.servers.{server}.tools")
+    return Decision("mcp", target, False, f"{tool} is not listed in mcp.servers.{server}.tools")
 
 
 _NO_MEMORY = "no memory is kept between Lopen's invocations: the recorded state is the memory"

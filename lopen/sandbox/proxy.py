@@ -1,8 +1,10 @@
-"""Lopen's network proxy: the sandbox's one way out, outside the sandbox, on a Unix socket.
+"""Lopen's network proxy: the sandbox's one way out, outside the sandbox.
 
 Under bubblewrap the model's network namespace holds nothing but loopback; the forwarder inside
 (:mod:`lopen.sandbox.forward`) relays each TCP connection made to it over a Unix socket to this
-proxy, which runs in Lopen's own process (on the gateway's event loop). The proxy speaks the
+proxy, which runs in Lopen's own process (on the gateway's event loop). Under Landlock there is no
+namespace: the proxy listens on a loopback TCP port (:meth:`NetworkProxy.start_tcp`), the one port
+(besides a loopback provider's) the sandbox may connect to. The proxy speaks the
 plain HTTP proxy protocol, the one ``HTTPS_PROXY``/``HTTP_PROXY`` clients (the Copilot CLI,
 ``curl``, ``pip``, ``requests``) speak:
 
@@ -53,6 +55,11 @@ class NetworkProxy:
         self._server = await asyncio.start_unix_server(self._serve, path=path)
         os.chmod(path, 0o600)
 
+    async def start_tcp(self, server: socket.socket) -> None:
+        """Serve on ``server``, a TCP socket already bound (on loopback; its port is given to the
+        sandbox before the loop runs)."""
+        self._server = await asyncio.start_server(self._serve, sock=server)
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -62,8 +69,9 @@ class NetworkProxy:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)  # each ends before the loop does: no
-        with contextlib.suppress(FileNotFoundError):  # "coroutine … was never finished" at exit
-            os.unlink(self.path)
+        if self.path:  # "coroutine … was never finished" at exit
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -12,9 +12,17 @@ empty in practice), so Lopen looks at it itself:
   so are the path arguments of commands known to write (``touch``, ``rm``, ``mkdir``, ``tee``,
   ``cp``/``mv``/``ln``/``install`` — their last argument —, ``dd of=``, ``sed -i``, …).
 
-This is a guard rail, not a sandbox: a program can open any file it likes
-(``python -c "open('/x', 'w')"``), which only a kernel sandbox stops. ``lopen doctor`` and the
-gateway's warning say so.
+- a nested shell's command (``bash -c '…'``, ``sh -c``, ``eval …``) is read the same way, from
+  the same folder; a variable set in the command (``D=../..; echo x > $D/config.json``,
+  ``export D=…``) is replaced where it is used;
+- a path written inside a word — the code of ``python -c "open('../x', 'w')"``, a here-document's
+  lines, ``--file=../x`` — counts as a *read*: every run of path characters in a word that starts
+  with ``~``, ``.`` or ``/``, or holds a ``/``. Reads of Lopen's state and secrets are refused, so
+  naming them anywhere in a command is.
+
+This is a guard rail, not a sandbox: a program can open any file it likes, under a name it builds
+at run time (``open(chr(46) + 'lopen/…')``), which only a kernel sandbox stops. ``lopen doctor``
+and the gateway's warning say so.
 """
 
 from __future__ import annotations
@@ -39,6 +47,10 @@ _LAST_ARG_WRITE = frozenset({"cp", "mv", "ln", "install", "rsync", "scp"})
 _IN_PLACE = frozenset({"sed", "perl"})
 _DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty"})
 _PATHISH = re.compile(r"^(?:[~.]|.*/)")
+_PATH_RUN = re.compile(r"[\w.~${}/+@%:-]+")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_NESTING = 8  # nested shells read at most this deep
 
 
 class ShellAccess(msgspec.Struct, frozen=True):
@@ -68,11 +80,18 @@ def _segments(tokens: list[str]) -> list[list[str]]:
     return [s for s in segments if s]
 
 
-def _expand(word: str, cwd: str, home: str) -> list[str]:
+def _substitute(word: str, variables: dict[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by the values set earlier in the command (others kept)."""
+    return _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), word)
+
+
+def _expand(word: str, cwd: str, home: str, variables: dict[str, str] | None = None) -> list[str]:
     if _harmless_device(word):
         return []
     for name, value in (("$HOME", home), ("${HOME}", home), ("$PWD", cwd), ("${PWD}", cwd)):
         word = word.replace(name, value)
+    if variables:
+        word = _substitute(word, variables)
     if glob.has_magic(word):
         pattern = resolve(word, cwd, home) if not word.startswith("/") else word
         matches = glob.glob(pattern)
@@ -90,10 +109,26 @@ def _pathish(word: str) -> bool:
     return bool(word) and not word.startswith("-") and bool(_PATHISH.match(word))
 
 
-def inspect(command: str, cwd: str, home: str) -> ShellAccess:
+def _embedded(token: str) -> list[str]:
+    """Paths written inside a word that is not one itself: ``open('../x','w')`` → ``../x``."""
+    runs = _PATH_RUN.findall(token)
+    if runs == [token]:
+        return []
+    return [run for run in runs if _pathish(run) and run not in {".", ".."}]
+
+
+def inspect(command: str, cwd: str, home: str, *, _depth: int = 0) -> ShellAccess:
     """The paths ``command``, run in ``cwd``, appears to read and write (resolved)."""
     reads: list[str] = []
     writes: list[str] = []
+    variables: dict[str, str] = {}
+
+    def nested(text: str) -> None:
+        if _depth < _NESTING:
+            inner = inspect(_substitute(text, variables), cwd, home, _depth=_depth + 1)
+            reads.extend(inner.reads)
+            writes.extend(inner.writes)
+
     for segment in _segments(_tokens(command)):
         words: list[str] = []
         target: list[str] | None = None  # where the next word goes: a redirection's file
@@ -106,11 +141,17 @@ def inspect(command: str, cwd: str, home: str) -> ShellAccess:
                 target = []  # the delimiter word names no file
             elif target is not None:
                 if not (token.startswith("&") or token.isdigit()):
-                    target += _expand(token, cwd, home)
+                    target += _expand(token, cwd, home, variables)
                 target = None
             else:
                 words.append(token)
-        while words and (words[0] in _WRAPPERS or ("=" in words[0] and not words[0].startswith("-"))):
+            reads += [p for run in _embedded(token) for p in _expand(run, cwd, home, variables)]
+        while words and (
+            words[0] in _WRAPPERS or words[0] == "export" or ("=" in words[0] and not words[0].startswith("-"))
+        ):
+            name, sep, value = words[0].partition("=")
+            if sep and name.isidentifier():  # D=../.. (alone, or before a command: either way, remembered)
+                variables[name] = _substitute(value, variables)
             words = words[1:]
         if not words:
             continue
@@ -120,15 +161,19 @@ def inspect(command: str, cwd: str, home: str) -> ShellAccess:
         for word in arguments:  # any argument may name a file: `cat config.json`, `if=/etc/shadow`
             value = word.split("=", 1)[1] if "=" in word and not word.startswith("=") else word
             if value and (not value.startswith("-") or _pathish(value)):
-                reads += _expand(value, cwd, home)
+                reads += _expand(value, cwd, home, variables)
+        if name in _SHELLS and "-c" in arguments[:-1]:  # bash -c 'echo x > ../../config.json'
+            nested(arguments[arguments.index("-c") + 1])
+        elif name == "eval":
+            nested(" ".join(arguments))
         if name in _ALL_ARGS_WRITE:
-            writes += [p for w in operands for p in _expand(w, cwd, home)]
+            writes += [p for w in operands for p in _expand(w, cwd, home, variables)]
         elif name in _LAST_ARG_WRITE and operands:
-            writes += _expand(operands[-1], cwd, home)
+            writes += _expand(operands[-1], cwd, home, variables)
         elif name == "dd":
-            writes += [p for w in arguments if w.startswith("of=") for p in _expand(w[3:], cwd, home)]
+            writes += [p for w in arguments if w.startswith("of=") for p in _expand(w[3:], cwd, home, variables)]
         elif name in _IN_PLACE and any(w == "-i" or w.startswith(("-i", "--in-place")) for w in arguments):
-            writes += [p for w in operands[1:] for p in _expand(w, cwd, home)]
+            writes += [p for w in operands[1:] for p in _expand(w, cwd, home, variables)]
         elif name in {"cd", "pushd"}:  # later segments run from there
-            cwd = (_expand(operands[0], cwd, home) or [cwd])[0] if operands else home
+            cwd = (_expand(operands[0], cwd, home, variables) or [cwd])[0] if operands else home
     return ShellAccess(reads=tuple(dict.fromkeys(reads)), writes=tuple(dict.fromkeys(writes)))

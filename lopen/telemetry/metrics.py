@@ -17,6 +17,8 @@ metric                               kind       from
 ``lopen.guardrail.trips``            counter    ``GuardrailTripped`` (category, level)
 ``lopen.premium_requests``           counter    ``TokensUsed.premium``, by model
 ``lopen.commits``                    counter    ``CommitRecorded``
+``lopen.lines.changed``              counter    a task's ``CommitRecorded``: lines added and removed
+                                                (``lopen.lines.kind``)
 ``lopen.budget.used``                gauge      the module's tokens / premium requests as a share
                                                 of its budget (only for a budget that is set)
 ===================================  =========  =============================================
@@ -55,6 +57,7 @@ _DESCRIPTIONS: dict[str, tuple[Kind, str, str]] = {
     "lopen.guardrail.trips": ("counter", "{trip}", "Guardrail trips, by category and level."),
     "lopen.premium_requests": ("counter", "{request}", "Premium requests, by model."),
     "lopen.commits": ("counter", "{commit}", "Commits Lopen made."),
+    "lopen.lines.changed": ("counter", "{line}", "Lines task commits changed, by lopen.lines.kind."),
     "lopen.budget.used": ("gauge", "1", "Share of the module's budget spent, by lopen.budget.kind."),
 }
 
@@ -280,6 +283,9 @@ def _guardrail(session: _Session, event: ev.GuardrailTripped) -> None:
 
 def _commit(session: _Session, event: ev.CommitRecorded) -> None:
     _add(session, "lopen.commits", 1)
+    if event.task_id:  # P2: git diff --numstat of the task's verified tree against its parent
+        _add(session, "lopen.lines.changed", event.added, **{"lopen.lines.kind": "added"})
+        _add(session, "lopen.lines.changed", event.removed, **{"lopen.lines.kind": "removed"})
 
 
 _HANDLERS: dict[type, Callable[[_Session, Any], None]] = {

@@ -336,7 +336,7 @@ class SpanBuilder:
             events=[],
         )
         trace.usage[invocation_id] = _Usage()
-        if event.kind != "oracle":
+        if event.kind not in ev.HELPER_KINDS:
             trace.order.append(invocation_id)
             trace.tasks[invocation_id] = event.task
 
@@ -492,6 +492,9 @@ class SpanBuilder:
             attributes["vcs.ref.head.name"] = event.branch
         if event.task_id:
             attributes["lopen.task"] = event.task_id
+            attributes["lopen.lines.added"] = event.added  # P2: git diff --numstat <parent> <tree>
+            attributes["lopen.lines.removed"] = event.removed
+            attributes["lopen.files.changed"] = event.files
         if event.parent:
             attributes["lopen.commit.parent"] = event.parent
         if self.capture_content and event.message:

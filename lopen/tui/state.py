@@ -37,7 +37,7 @@ from events.recorded import Recorded
 from lopen.app.views.live import LIFECYCLE, ModuleState, TaskNode, TokenTotals
 from lopen.app.views.replay import research_lines
 from lopen.copilot import results as stream
-from lopen.text import plural
+from lopen.text import lines_changed, plural
 from lopen.tui.contract import HeaderInfo
 from lopen.workflow.steps import STEP_NAMES
 
@@ -219,7 +219,7 @@ class ScreenState:
                 self.invocation = None
             case ev.StepEntered():
                 self.step, self.phase = event.step, event.phase
-            case ev.InvocationStarted() if event.kind != "oracle":
+            case ev.InvocationStarted() if event.kind not in ev.HELPER_KINDS:
                 self.invocation = Invocation(
                     id=event.invocation_id,
                     kind=event.kind,
@@ -296,7 +296,7 @@ class ScreenState:
             case ev.ResearchCompleted():
                 head, *notes = research_lines(event)
                 add("notice", title=head, detail="\n".join(notes), level="ok" if notes else "info")
-            case ev.InvocationStarted() if event.kind != "oracle":
+            case ev.InvocationStarted() if event.kind not in ev.HELPER_KINDS:
                 what = event.task or event.component or event.kind
                 add("notice", title=f"invocation: {what}", detail=event.model, level="info")
             case ev.InvocationFinished() if event.outcome != "ok":
@@ -353,7 +353,9 @@ class ScreenState:
                     level="warn",
                 )
             case ev.CommitRecorded():
-                add("notice", title=f"commit {event.sha[:8]}", detail=event.message, level="ok")
+                shown = event.task_id and event.files
+                lines = f"  {lines_changed(event.added, event.removed, event.files)}" if shown else ""
+                add("notice", title=f"commit {event.sha[:8]}{lines}", detail=event.message, level="ok")
             case ev.Reverted():
                 add(
                     "notice",

@@ -15,7 +15,7 @@ we go on), records what they decide, and hands work out:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lopen.workflow.decide import Action, Assessment, GuardDecision, after, decide
 
@@ -81,9 +81,14 @@ def conflicts_stop(component: str, times: int, files: tuple[str, ...], branch: s
     )
 
 
-def given_up(components: Mapping[str, str]) -> Action:
-    """Lanes that gave up (churn, merge conflicts) pause the run once every other lane has ended."""
+def given_up(components: Mapping[str, str], blocked: Mapping[str, Sequence[str]] | None = None) -> Action:
+    """Lanes that gave up (churn, merge conflicts) pause the run once every other lane has ended; the
+    reason names each component given up and why, then each one left waiting for them (``blocked``:
+    component → the given-up ones it depends on, directly or not)."""
     detail = "; ".join(f"{slug}: {why}" for slug, why in components.items())
+    waiting = [f"{slug} is blocked by {' and '.join(causes)}" for slug, causes in (blocked or {}).items()]
+    if waiting:
+        detail += f"; {', '.join(waiting)} (each starts once what it depends on is merged)"
     return Action(kind="pause", exit_code=2, reason=detail, error_kind="churn")
 
 

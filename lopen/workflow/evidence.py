@@ -4,7 +4,10 @@ For a scope (a task, a component, the module) it writes the worktree's content a
 tree a passing verdict binds the completion and the commit to), takes the diff and the changed
 files from the scope's recorded base commit (``ScopeStarted``) to that tree, the rubric
 (``lopen.workflow.rubric``: the approved spec's criteria the scope owns, with the planner's checks),
-the repository's agent instructions as the project's conventions, and runs the spec's verify commands in the worktree.
+the repository's agent instructions as the project's conventions, and runs the spec's verify commands in the worktree:
+every ``verify-*`` at a component's and the module's boundary, ``verify-tests`` and the hooks declared
+"per task" at a task's (``task_hooks``), and ``verify-commit`` right before Lopen commits a completed
+task (``before_commit``: the toolbox refuses the completion when it fails).
 A verify command already run on the same tree is not run again: its recorded result is reused
 (``VerificationEvidenceRecorded(reused=True)``), so an unchanged tree runs the suite once across
 task, component and module verification.
@@ -12,6 +15,7 @@ task, component and module verification.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from events import catalogue as ev
@@ -27,12 +31,29 @@ from lopen.workflow.rubric import rubric
 from lopen.workflow.spec_watch import SpecWatcher
 
 VERIFY_TESTS = "verify-tests"
+VERIFY_COMMIT = "verify-commit"
+_PER_TASK = re.compile(r"\bper[- ]task\b", re.IGNORECASE)
 
 
 def hooks(root: Path, module: str) -> dict[str, str]:
     """The approved spec's Skills & Hooks commands, by name (verify-tests, verify-lint, …)."""
     _, doc = load_spec(root, module)
     return {h.name: h.command for h in skills_and_hooks(doc) if h.command}
+
+
+def task_hooks(root: Path, module: str) -> list[tuple[str, str]]:
+    """B6: the ``verify-*`` commands a task's verification runs — ``verify-tests``, and every other one
+    whose description says "per task" (``- verify-lint: `ruff check .` — per task``); never
+    ``verify-commit``, which runs before Lopen's commit (``EvidenceCollector.before_commit``)."""
+    _, doc = load_spec(root, module)
+    return [
+        (h.name, h.command)
+        for h in skills_and_hooks(doc)
+        if h.command
+        and h.name.startswith("verify-")
+        and h.name != VERIFY_COMMIT
+        and (h.name == VERIFY_TESTS or _PER_TASK.search(h.description))
+    ]
 
 
 def test_runner(command: str) -> str:
@@ -84,13 +105,13 @@ class EvidenceCollector:
         if scope == "task":
             task = state.tasks.get(target)
             component, task_id = (task.component if task else ""), target
-            commands = [(VERIFY_TESTS, spec_hooks[VERIFY_TESTS])] if VERIFY_TESTS in spec_hooks else []
+            commands = task_hooks(self.root, self.module)
         else:
             component, task_id = (target if scope == "component" else ""), ""
             commands = [
                 (name, command)
                 for name, command in spec_hooks.items()
-                if name.startswith("verify-") and name != "verify-commit"
+                if name.startswith("verify-") and name != VERIFY_COMMIT
             ]
         base = state.scopes.get(scope_key(scope, target)) or state.branch_base
         results = [self._run(scope, target, name, command, tree, state, invocation_id) for name, command in commands]
@@ -114,6 +135,22 @@ class EvidenceCollector:
             nested=list(self.worktree.nested),
             conventions=render(repository_instructions(self.root)) if self.instructions else "",
             standards=render_standards(coding_standards(self.root, self.module)),
+        )
+
+    def before_commit(self, task_id: str, invocation_id: str = "") -> str:
+        """B6: the spec's ``verify-commit`` on the tree Lopen is about to commit for ``task_id`` (run in the
+        worktree, recorded as evidence, reused on a tree it already ran on, as every verify command is).
+        Returns why the commit is refused — the command failed — or "" (it passed, or there is none)."""
+        command = hooks(self.root, self.module).get(VERIFY_COMMIT)
+        if not command:
+            return ""
+        state = self.journal.snapshot()
+        result = self._run("task", task_id, VERIFY_COMMIT, command, self.worktree.tree(), state, invocation_id)
+        if result.passed:
+            return ""
+        tail = result.output_tail.strip()[-1500:]
+        return f"the spec's verify-commit `{command}` failed (exit {result.exit_code})" + (
+            f"; the end of its output:\n{tail}" if tail else ""
         )
 
     def _run(

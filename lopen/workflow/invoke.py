@@ -8,6 +8,12 @@ and a sub-agent's are counted too, the sub-agent's with its ``agent_id``), ``Mod
 follow one rule (``lopen.workflow.models.premium_for_call``), the oracle's invocations included; each
 call is priced as it is recorded (``lopen.workflow.prices``: ``TokensUsed.cost``).
 
+A spec section too long for the prompt's ``context.token_budget`` is sent as a summary
+(``context.summaries``): made once per section content by a tool-less invocation on the oracle's model
+chain (``kind="summary"``, under the invocation whose prompt it goes into, recorded like any other and
+counted in the budgets), cached under the project's ``.lopen/cache/summaries/``; when it cannot be made
+the section is cut as before. ``InvocationStarted.sections_summarised`` and ``sections_cut`` say which.
+
 The budgets hold inside an invocation: before it, the Guardrail says which budgets apply
 (``limits(task)``); after every model call is recorded, the gateway asks ``budget()``, which reads the
 module's and the task's totals as they are now (``spending(task)``, the Metrics actor's, every lane's
@@ -44,13 +50,21 @@ from lopen.documents.errors import DocumentError
 from lopen.documents.instructions import Instructions, render, repository_instructions
 from lopen.documents.standards import coding_standards
 from lopen.documents.standards import render as render_standards
+from lopen.documents.summaries import Summaries, SummaryFailed, SummaryWanted
 from lopen.workflow.budgets import Limit, Totals, first_reached
 from lopen.workflow.discipline import analyze, content_hash, exit_code
 from lopen.workflow.evidence import VERIFY_TESTS, hooks
 from lopen.workflow.models import premium_for_call
 from lopen.workflow.prices import call_cost, price_of, prices
-from lopen.workflow.prompts import GUIDANCE, PromptContext, system_message, user_prompt
-from lopen.workflow.steps import CLI_TOOLS, URL_TOOL, Kind, phase_of, toolset
+from lopen.workflow.prompts import (
+    GUIDANCE,
+    SUMMARY_SYSTEM,
+    PromptContext,
+    summary_prompt,
+    system_message,
+    user_prompt,
+)
+from lopen.workflow.steps import CLI_TOOLS, MCP_KINDS, URL_TOOL, Kind, phase_of, toolset
 
 RESULT_SUMMARY = 300
 # The document context each kind of invocation gets (lopen.documents.context): a component's
@@ -134,6 +148,7 @@ class Invoker:
             Kind.RESEARCH: models.research,
             Kind.PLANNING: models.planning,
             Kind.ORACLE: models.oracle,
+            Kind.SUMMARY: models.oracle,  # the cheap model
         }.get(kind, models.building)
         chain = list(dict.fromkeys([primary, *models.fallback]))
         unavailable = set(self.journal.read(lambda s: list(s.unavailable)))
@@ -162,14 +177,22 @@ class Invoker:
         owed, messages = self.journal.read(lambda state: (list(state.notes), dict(state.queued)))
         notes = (*owed, *notes, *(f"Message from the user: {text}" for text in messages.values()))
         toolbox = self.tools_for(invocation_id, step, component, task) if self.tools_for else None
-        context = assemble_context(
-            self.workdir,
-            self.journal.module,
-            CONTEXT_KINDS[kind],
-            component=component or None,
-            task=task_text or None,
-            budget_tokens=self.settings.context.token_budget,
-        )
+        summaries = None
+        if self.settings.context.summaries:
+            where = PromptContext(module=self.journal.module, kind=kind, step=step, component=component, task=task)
+            summaries = Summaries(self.project_root or self.workdir, self._summariser(where, invocation_id))
+        try:
+            context = assemble_context(
+                self.workdir,
+                self.journal.module,
+                CONTEXT_KINDS[kind],
+                component=component or None,
+                task=task_text or None,
+                budget_tokens=self.settings.context.token_budget,
+                summaries=summaries,
+            )
+        except JournalClosed:  # stopped while a summary was being made
+            return Outcome(ok=False, detail="interrupted", error_kind="interrupted", invocation_id=invocation_id)
         instructions = self._instructions()
         builder = self.settings.copilot.builder_prompt
         prompt_ctx = PromptContext(
@@ -209,6 +232,7 @@ class Invoker:
             guidance=GUIDANCE if builder else "",
             traceparent=self.traceparent(invocation_id) if self.traceparent else "",
             conversation_id=invocation_id,
+            mcp=kind in MCP_KINDS and bool(self.settings.mcp.servers),
         )
         try:
             self.journal.record(
@@ -222,8 +246,11 @@ class Invoker:
                     task=task,
                     prompt_size=len(request.prompt) + len(request.system_message),
                     sections_sent=tuple(context.sections_sent),
+                    sections_summarised=tuple(context.summarised),
+                    sections_cut=tuple(context.cut),
                     instructions=tuple(i.label for i in instructions),
                     cli_tools=cli_tools,
+                    prompt=self._keep_prompt(request),
                 )
             )
             if messages:  # W11: delivered in this invocation's prompt, once each
@@ -245,6 +272,51 @@ class Invoker:
             error_kind=result.error.kind.value if result.error else "",
             invocation_id=invocation_id,
         )
+
+    def _summariser(self, where: PromptContext, parent_invocation: str) -> Callable[[SummaryWanted], str]:
+        """What makes a section's summary for the invocation ``where`` describes: a session on the oracle's
+        model chain with no tools at all, recorded as its own invocation (``kind="summary"``) under
+        ``parent_invocation`` and stopped by the same budgets. SummaryFailed when it fails."""
+
+        def make(wanted: SummaryWanted) -> str:
+            invocation_id = new_invocation_id(Kind.SUMMARY)
+            prompt = summary_prompt(where, wanted)
+            request = InvocationRequest(
+                models=self.models_for(Kind.SUMMARY),
+                prompt=prompt,
+                system_message=SUMMARY_SYSTEM,
+                system_mode="replace",
+                working_directory=str(self.workdir),
+                timeout=self.settings.copilot.invocation_timeout,
+                max_turns=self.settings.copilot.max_turns_per_invocation,
+                max_tokens=self.settings.copilot.max_tokens_per_invocation,
+                budget=self._budget(where.task),
+                cli_tools=(),
+                traceparent=self.traceparent(invocation_id) if self.traceparent else "",
+                conversation_id=invocation_id,
+            )
+            self.journal.record(
+                ev.InvocationStarted(
+                    invocation_id=invocation_id,
+                    phase=phase_of(where.step).value,
+                    step=where.step,
+                    kind=Kind.SUMMARY.value,
+                    model=request.models[0],
+                    component=where.component,
+                    task=where.task,
+                    prompt_size=len(prompt) + len(SUMMARY_SYSTEM),
+                    sections_sent=(wanted.key,),
+                    parent_invocation=parent_invocation,
+                    cli_tools=(),
+                )
+            )
+            result = self.invoke_gateway(request, [], self._streamer(invocation_id))
+            self._finish(invocation_id, result, discipline=False)
+            if result.error is not None:
+                raise SummaryFailed(f"{result.error.kind.value}: {result.error.message}")
+            return result.final_message
+
+        return make
 
     def _cli_tools(self, kind: Kind) -> tuple[str, ...]:
         """The CLI's own tools for ``kind``; its URL tool only when ``sandbox.allow_urls`` names a host the
@@ -326,11 +398,21 @@ class Invoker:
                 parent_invocation=parent_invocation,
                 instructions=tuple(i.label for i in self._instructions()) if instructions else (),
                 cli_tools=(),
+                prompt=self._keep_prompt(request),
             )
         )
         result = self.invoke_gateway(request, [], self._streamer(invocation_id))
         self._finish(invocation_id, result, discipline=False)
         return invocation_id, result
+
+    def _keep(self, text: str) -> str:
+        """Store ``text`` once, as a blob of the project (``events.blobs``); its key."""
+        return self.journal.store.put_blob(self.journal.project, text)
+
+    def _keep_prompt(self, request: InvocationRequest) -> dict[str, str]:
+        """The exact prompt sent, part by part, each kept once as a blob: part → key."""
+        parts = {"system": request.system_message, "guidance": request.guidance, "user": request.prompt}
+        return {name: self._keep(text) for name, text in parts.items() if text}
 
     def _streamer(self, invocation_id: str) -> Callable[[StreamEvent], None]:
         def on_event(event: StreamEvent) -> None:
@@ -379,6 +461,7 @@ class Invoker:
                 result_hash=content_hash(record.result),
                 call_id=record.call_id,
                 agent_id=record.agent_id,
+                result_blob=self._keep(record.result) if len(record.result) > RESULT_SUMMARY else "",
             )
         if isinstance(event, AssistantText):
             return ev.ModelSaid(invocation_id=invocation_id, text=event.text, agent_id=event.agent_id)

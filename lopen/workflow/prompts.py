@@ -1,13 +1,15 @@
 """What Lopen tells the model (L2): a system message per invocation and a user prompt.
 
 The user prompt's first line is a machine-readable header; scripted playbooks match on it:
-``[lopen] module=<m> phase=<phase> step=<n> component=<c|-> task=<id|-> kind=<kind>``.
+``[lopen] module=<m> phase=<phase> step=<n> component=<c|-> task=<id|-> kind=<kind>``. A summary
+request's header ends with ``kind=summary section=<hash>`` (the section's content hash).
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from lopen.documents.summaries import SUMMARY_WORDS, SummaryWanted
 from lopen.workflow.steps import STEP_NAMES, Kind, phase_of
 
 ROLE = (
@@ -182,3 +184,23 @@ def user_prompt(ctx: PromptContext) -> str:
     if ctx.context_text:
         parts.append("## From the specification\n" + ctx.context_text)
     return "\n\n".join(parts)
+
+
+SUMMARY_SYSTEM = (
+    "You summarise one section of a software module's specification for a model that builds the module "
+    "and has no room in its prompt for the whole section. Keep every requirement, name, number, limit "
+    "and example that decides what the code must do; drop the prose. Plain Markdown, no preamble, no "
+    f"heading, at most {SUMMARY_WORDS} words. You have no tools: answer with the summary only."
+)
+
+
+def summary_prompt(ctx: PromptContext, wanted: SummaryWanted) -> str:
+    """The request for a summary of one spec section, for the invocation ``ctx`` describes."""
+    head = (
+        f"[lopen] module={ctx.module} phase={phase_of(ctx.step).value} step={ctx.step} "
+        f"component={ctx.component or '-'} task={ctx.task or '-'} kind={Kind.SUMMARY.value} section={wanted.digest}"
+    )
+    return (
+        f"{head}\n\nSummarise the section § {wanted.key} of docs/requirements/{wanted.module}/SPECIFICATION.md "
+        f"in at most {SUMMARY_WORDS} words.\n\n## The section\n{wanted.text.strip()}"
+    )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from events import catalogue as ev
 from events.recorded import Recorded
-from lopen.text import plural
+from lopen.text import lines_changed, plural
 
 
 def research_lines(event: ev.ResearchCompleted) -> list[str]:
@@ -40,7 +40,10 @@ def line_for(event: ev.Event) -> str | None:
             head, *notes = research_lines(event)
             return "\n".join([f"  ✓ {head}", *(f"    - {note}" for note in notes)])
         case ev.CommitRecorded() if event.task_id:
-            return f"  ✓ committed {event.task_id} as {event.sha[:8]} on {event.branch}"
+            return (
+                f"  ✓ committed {event.task_id} as {event.sha[:8]} on {event.branch} "
+                f"({lines_changed(event.added, event.removed, event.files)})"
+            )
     return None
 
 

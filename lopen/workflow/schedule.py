@@ -16,7 +16,7 @@ invocation (``:plan``, one at a time) and the module's verification (``:module``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import msgspec
 
@@ -36,6 +36,7 @@ __all__ = [
     "lanes_pending",
     "next_work",
     "ready",
+    "waiting_on",
 ]
 
 MERGE = "merge"  # component_step's kind when the component is verified on its own branch, not merged yet
@@ -51,6 +52,29 @@ def lane_branch(module: str, component: str) -> str:
 def ready(state: ModuleState) -> list[str]:
     """Components not done whose dependencies are done (merged onto the module branch), in plan order."""
     return [slug for slug in state.components if not state.component_done(slug) and not state.blocked_by(slug)]
+
+
+def waiting_on(state: ModuleState, given_up: Collection[str]) -> dict[str, list[str]]:
+    """The components not done that wait, directly or through others, for a component given up (P1: a
+    failure blocks only its dependents), each with the given-up ones it waits for, in plan order."""
+    stuck = set(given_up)
+
+    def behind(slug: str, seen: frozenset[str]) -> list[str]:
+        found: list[str] = []
+        for dep in state.components[slug].depends_on:
+            if dep not in state.components or dep in seen or state.component_done(dep):
+                continue
+            for cause in [dep] if dep in stuck else behind(dep, seen | {dep}):
+                if cause not in found:
+                    found.append(cause)
+        return found
+
+    waits = {
+        slug: behind(slug, frozenset({slug}))
+        for slug in state.components
+        if slug not in stuck and not state.component_done(slug)
+    }
+    return {slug: causes for slug, causes in waits.items() if causes}
 
 
 def buildable(state: ModuleState) -> list[str]:

@@ -41,6 +41,7 @@ class Kind(StrEnum):
     COMPONENT_VERIFICATION = "component-verification"
     MODULE_VERIFICATION = "module-verification"
     ORACLE = "oracle"
+    SUMMARY = "summary"  # a spec section that does not fit a prompt, summarised (lopen.documents.summaries)
 
 
 READ_TOOLS = ("get_current_context", "read_spec", "read_research", "read_plan")
@@ -61,8 +62,14 @@ TOOLSETS: dict[Kind, tuple[str, ...]] = {
     Kind.COMPONENT_VERIFICATION: (*READ_TOOLS, "report_progress", "verify_component_completion"),
     Kind.MODULE_VERIFICATION: (*READ_TOOLS, "report_progress", "verify_module_completion"),
     Kind.ORACLE: (),
+    Kind.SUMMARY: (),
 }
 
+
+# The kinds whose sessions get the user's MCP servers (mcp.servers): the model's building and its checks of
+# what it built. Never the oracle (it judges from the spec and the tree alone), nor the spec's, research's
+# or planning's: what they produce must follow from the approved spec and the recorded research.
+MCP_KINDS: frozenset[Kind] = frozenset({Kind.TASK, Kind.COMPONENT_VERIFICATION, Kind.MODULE_VERIFICATION})
 
 # The Copilot CLI's own tools each kind is offered (copilot.builder_prompt): reading for planning and
 # verification and research, files and a shell for writing; never sub-agents, skills or the SQL todo list (Lopen
@@ -78,6 +85,7 @@ CLI_TOOLS: dict[Kind, tuple[str, ...]] = {
     Kind.COMPONENT_VERIFICATION: READ_ONLY_CLI_TOOLS,
     Kind.MODULE_VERIFICATION: READ_ONLY_CLI_TOOLS,
     Kind.ORACLE: (),
+    Kind.SUMMARY: (),
 }
 
 

@@ -281,6 +281,7 @@ class Toolbox:
         verifier: Verifier | None = None,
         tree: Callable[[], str] | None = None,
         untested: Callable[[str], str] | None = None,
+        before_commit: Callable[[str, str], str] | None = None,
     ) -> None:
         self.journal = journal
         self.module = journal.module
@@ -292,6 +293,8 @@ class Toolbox:
         self.verifier = verifier
         self.current_tree = tree
         self.untested = untested or (lambda _invocation: "")
+        # B6: the spec's verify-commit on the tree about to be committed: why it refuses, or ""
+        self.before_commit = before_commit or (lambda _task, _invocation: "")
         self.passed: dict[tuple[str, str], str] = {}  # (scope, target) → the tree its passing verdict judged
 
     def tools(self, names: tuple[str, ...]) -> list[LopenTool]:
@@ -593,6 +596,12 @@ class Toolbox:
             fix = (
                 f"Lopen commits exactly what the reviewer judged: call verify_task_completion('{task_id}') "
                 "again on the files as they are now, then complete the task."
+            )
+        elif refused := self.before_commit(task_id, self.invocation_id):
+            why = refused
+            fix = (
+                "Lopen runs it before committing, as a pre-commit hook: fix what it reports, call "
+                f"verify_task_completion('{task_id}') again, then complete the task."
             )
         if why:
             self._record(ev.CompletionRefused(scope="task", target=task_id, why=why, invocation_id=self.invocation_id))

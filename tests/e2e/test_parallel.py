@@ -36,6 +36,8 @@ from e2e.parallel import (
 from e2e.scenario import git, wait_for
 from events import catalogue as ev
 from events.recorded import Recorded
+from lopen.app import integrity
+from lopen.app.context import Project
 from lopen.scripted_model import Match, Rule, Turn
 from lopen.scripted_model.generate import Part, four_and_one, playbook
 
@@ -92,6 +94,12 @@ def test_independent_components_are_built_at_once_and_the_dependent_one_after_bo
     assert module.passed and module.tree == git(root, "rev-parse", f"lopen/{MODULE}^{{tree}}")
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
     evidence_runs_once_per_tree(records)
+    # every commit — the lanes' task commits, the merge commits — carries the module stream's chain head
+    # when it was made, while the other lanes appended to the same stream: git witnesses the whole history
+    made = [*of(records, ev.CommitRecorded), *(e for e in of(records, ev.ComponentMerged) if not e.fast_forward)]
+    assert made and all(e.chain for e in made)
+    verified = integrity.verify(Project(root), full=True)
+    assert (verified["witnessed"], verified["not_witnessed"]) == (len(made), [])
     answered = [r for r in server.chat_requests if r.response_kind == "ok"]
     assert module_tokens(root) == (
         sum(r.usage.prompt_tokens for r in answered),
@@ -124,6 +132,7 @@ def test_a_merge_conflict_gets_one_resolution_task_verified_and_committed_as_a_m
     assert parents == [commit.parent, conflict.into]
     assert merged[second].fast_forward and merged[second].sha == commit.sha
     assert git(root, "show", f"lopen/{MODULE}:registry.txt") == "p\nq"
+    assert commit.chain and integrity.verify(Project(root), full=True)["not_witnessed"] == []  # the resolution too
     (module,) = [e for e in of(records, ev.OracleVerdictRecorded) if e.scope == "module"]
     assert module.passed and module.tree == git(root, "rev-parse", f"lopen/{MODULE}^{{tree}}")
 

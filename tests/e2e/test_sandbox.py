@@ -7,10 +7,11 @@ alone and once under each kernel sandbox that runs here. Every attempt must fail
 policy, or without effect under the kernel), every permission decision must be emitted, and
 ordinary work in the worktree must still succeed.
 
-Under bubblewrap the model also tries the network: a local server standing in for Lopen's MCP
-control server (on loopback, directly and through the sandbox's proxy; on the machine's own
-address), a Python socket to it, and an outside host through the proxy. Nothing reaches it, the
-proxy's refusals are recorded, and the model provider — on loopback too — still answers.
+Under bubblewrap and under Landlock the model also tries the network: a local server standing in
+for Lopen's MCP control server (on loopback, directly and through the sandbox's proxy; on the
+machine's own address), a Python socket to it, a TCP port bound, and an outside host through the
+proxy. Nothing reaches it, the proxy's refusals are recorded, and the model provider — on loopback
+too — still answers. With the permission policy alone the network is open, and Lopen says so.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class Listener:
     def attempts(self) -> list[tuple[str, str, dict[str, str]]]:
         port, own = self.port, _own_address()
         probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('{self.ANSWER}')"
+        bind = "import socket; s = socket.create_server(('0.0.0.0', 0)); print('listening', s.getsockname()[1])"
         steps = [
             ("net-loopback", "bash", {"command": f"curl -sS -m 5 http://127.0.0.1:{port}/approve"}),
             (
@@ -137,6 +139,7 @@ class Listener:
             ("net-python", "bash", {"command": f'python3 -c "{probe}"'}),
             ("net-outside", "bash", {"command": "curl -sS -m 5 -o /dev/null -w '%{http_code}' https://example.com/"}),
             ("net-env", "bash", {"command": "echo PROXY=$HTTPS_PROXY"}),
+            ("net-bind", "bash", {"command": f'python3 -c "{bind}"'}),
         ]
         if own:
             steps.append(("net-own-address", "bash", {"command": f"curl -sS -m 5 http://{own}:{port}/approve"}))
@@ -191,7 +194,7 @@ def listener() -> Iterator[Listener]:
 def test_a_hostile_model_changes_nothing_outside_its_worktree_and_sees_no_secret(
     scripted, gateway_for, project, lopen_stand_in, listener, mode
 ):
-    hostile = Hostile(project, lopen_stand_in, listener if mode == "bwrap" else None)
+    hostile = Hostile(project, lopen_stand_in, listener if mode != "policy" else None)
     server = scripted(hostile.playbook())
     sandbox = SandboxConfig(mode=mode, project_root=str(project.root), worktree=str(project.worktree))
     gateway = gateway_for(server, sandbox=sandbox, copilot_home=str(project.lopen / "copilot"))
@@ -251,16 +254,23 @@ def test_a_hostile_model_changes_nothing_outside_its_worktree_and_sees_no_secret
     # the 12-character token is known to redaction now, so no event or log can store it
     assert redact_text(f"echo {TOKEN}") == f"echo {REDACTED}"
 
-    if mode == "bwrap":  # a network of its own: the provider (on loopback) answered, nothing else did
-        _assert_network_confined(seen, decisions, listener)
+    if mode == "policy":  # the network is open, and Lopen says so plainly
+        assert "the network is not confined with the permission policy alone" in gateway.protection.network_warning
+    else:  # only Lopen's proxy: the provider (on loopback) answered, nothing else did
+        assert gateway.protection.confines_network and not gateway.protection.network_warning
+        _assert_network_confined(seen, decisions, listener, mode)
 
 
 def _assert_network_confined(
-    seen: dict[str, tuple[bool, str]], decisions: list[PermissionDecision], listener: Listener
+    seen: dict[str, tuple[bool, str]], decisions: list[PermissionDecision], listener: Listener, mode: str
 ) -> None:
     assert listener.accepted == 0 and Listener.ANSWER not in "\n".join(t for _ok, t in seen.values())
     assert "Connection refused" in seen["net-loopback"][1] or "connect to" in seen["net-loopback"][1]
-    assert "ConnectionRefusedError" in seen["net-python"][1]
+    if mode == "bwrap":  # its own loopback, where nothing listens
+        assert "ConnectionRefusedError" in seen["net-python"][1]
+    else:  # Landlock refuses the connect(2) itself, and any bind(2)
+        assert "PermissionError" in seen["net-python"][1], seen["net-python"]
+        assert "PermissionError" in seen["net-bind"][1] and "listening" not in seen["net-bind"][1], seen["net-bind"]
     assert "Lopen's sandbox refused a connection to 127.0.0.1:" in seen["net-via-proxy"][1]
     assert "403" in seen["net-outside"][1], seen["net-outside"]
     assert "PROXY=http://127.0.0.1:" in seen["net-env"][1]

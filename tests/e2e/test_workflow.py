@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from events import catalogue as ev
+from events import chain
 from events.selection import session_records
 from lopen.app.demo import PLAYBOOK, prepare_project, run_demo
 from lopen.project import open_store
@@ -374,3 +379,138 @@ def test_what_the_model_said_is_recorded_and_replayed(demo_run):
     view = TextView(width=200, full=True)
     shown = [line for rec in session_records(store, store.projections.project, session.id) for line in view.render(rec)]
     assert any(next(iter(scripted)) in line for line in shown)
+
+
+def rewrite_bundle(bundle: Path, out: Path, change: Callable[[str, bytes], bytes]) -> None:
+    """A copy of ``bundle`` whose members went through ``change(name, data)``."""
+    with zipfile.ZipFile(bundle) as source, zipfile.ZipFile(out, "w") as target:
+        for name in source.namelist():
+            target.writestr(name, change(name, source.read(name)))
+
+
+def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_changed(demo_run, tmp_path):
+    """Issue 22, items 3 and 5: every commit carries the chain head, `lopen verify` says git witnesses the
+    log; `lopen export` of the session verifies on its own after the repository is gone, and a byte of an
+    event, a consistently rewritten history or a commit's rewritten trailer is named."""
+    code, root, _, _, session, events, _ = demo_run
+    assert code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
+    copy = tmp_path / "project"
+    shutil.copytree(root, copy, symlinks=True)  # the shared run's checkout stays for the other tests
+
+    verified = lopen(copy, env, "verify", "--full")
+    commits = [e for e in events if isinstance(e, ev.CommitRecorded)]
+    assert len(commits) >= 3 and all(e.chain for e in commits)
+    assert verified.returncode == 0 and f"{len(commits)} commits witnessed by git" in verified.stdout, verified
+    assert "not witnessed" not in verified.stdout
+    bodies = [git(copy, "log", "-1", "--format=%B", e.sha) for e in commits]
+    assert all(
+        f"Lopen-Session: {session.id}\nLopen-Chain: {e.chain}" in b for e, b in zip(commits, bodies, strict=True)
+    )
+
+    bundle = tmp_path / "audit.zip"
+    exported = lopen(copy, env, "export", session.id, "--out", str(bundle))
+    assert exported.returncode == 0 and f"check it anywhere with `lopen verify --bundle {bundle}`" in exported.stdout
+    shutil.rmtree(copy)  # the auditor's machine: the bundle and nothing else
+    auditor = tmp_path / "auditor"
+    auditor.mkdir()
+    checked = lopen(auditor, env, "verify", "--bundle", str(bundle))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("bundle intact: ") and f"of session {session.id}" in checked.stdout
+    assert f"{len(commits)} commits witnessed, 1 approved spec matching its approval" in checked.stdout
+
+    with zipfile.ZipFile(bundle) as z:
+        lines = [json.loads(line) for line in z.read("events.jsonl").splitlines()]
+    target = [e for e in lines if e["topic"].startswith("TokensUsed@")][2]  # an event mid-stream
+    named = f"event #{target['seq']} of {target['stream']} (version {target['version']}, TokensUsed)"
+
+    def flip(name: str, data: bytes) -> bytes:  # one byte of one event's stored bytes
+        if name != "events.jsonl":
+            return data
+        changed = [dict(e, state=e["state"].replace('"input":', '"input":9', 1)) if e is target else e for e in lines]
+        return b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in changed)
+
+    flipped = tmp_path / "flipped.zip"
+    rewrite_bundle(bundle, flipped, flip)
+    failed = lopen(auditor, env, "verify", "--bundle", str(flipped))
+    assert failed.returncode == 1 and f"{named} does not match the hash chain" in failed.stderr, failed.stderr
+
+    def forge(name: str, data: bytes) -> bytes:  # the event and every link after it, and the head, rewritten
+        if name not in ("events.jsonl", "manifest.json"):
+            return data
+        link, head = chain.genesis(target["stream"]), [0, ""]
+        forged = []
+        for e in lines:
+            state = e["state"].replace('"input":', '"input":9', 1) if e is target else e["state"]
+            state = chain.with_link(state.encode()[: -chain.TAIL] + b"}", link).decode()
+            link = chain.digest(e["topic"], state.encode())
+            head = [e["version"], link.decode()]
+            forged.append(dict(e, state=state))
+        if name == "manifest.json":
+            manifest = json.loads(data)
+            manifest["streams"][target["stream"]]["head"] = head
+            return json.dumps(manifest).encode()
+        return b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in forged)
+
+    forged = tmp_path / "forged.zip"
+    rewrite_bundle(bundle, forged, forge)
+    failed = lopen(auditor, env, "verify", "--bundle", str(forged))
+    witness = next(e for e in commits if int(e.chain.split()[0]) >= target["version"])
+    assert failed.returncode == 1, failed.stdout
+    assert f"the history before commit {witness.sha[:12]} is not the one the commit witnessed" in failed.stderr
+
+    def retrailer(name: str, data: bytes) -> bytes:  # a commit's trailer edited in its bundled object
+        if name != "commits.jsonl":
+            return data
+        first, *rest = data.splitlines()
+        commit = json.loads(first)
+        raw = base64.b64decode(commit["object"]).replace(b"Lopen-Chain: ", b"Lopen-Chain: 1", 1)
+        commit["object"] = base64.b64encode(raw).decode()
+        return b"\n".join([json.dumps(commit).encode(), *rest]) + b"\n"
+
+    retrailed = tmp_path / "retrailed.zip"
+    rewrite_bundle(bundle, retrailed, retrailer)
+    failed = lopen(auditor, env, "verify", "--bundle", str(retrailed))
+    first = json.loads(zipfile.ZipFile(bundle).read("commits.jsonl").splitlines()[0])["sha"]
+    assert failed.returncode == 1 and f"the bundled commit {first[:12]} does not hash to its id" in failed.stderr
+
+
+def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_each_whole_result(demo_run):
+    """Issue 22: the prompts Lopen sent were stored as a size and section names, and tool results were cut
+    to 300 characters; `replay --transcript` now tells the conversation whole, from the store alone."""
+    from tests.e2e.scenario import about, user
+
+    code, root, server, store, session, events, _ = demo_run
+    assert code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
+    shown = lopen(root, env, "replay", session.id, "--transcript")
+    as_json = lopen(root, env, "replay", session.id, "--transcript", "--json")
+
+    assert shown.returncode == 0 and as_json.returncode == 0, shown.stderr + as_json.stderr
+    text = shown.stdout
+    # the prompt of task core/1's first turn, as the scripted model received it, is in the transcript whole
+    received = user(next(r for r in server.chat_requests if about(r, task="core/1", kind="task")))
+    (started,) = [e for e in events if isinstance(e, ev.InvocationStarted) and e.task == "core/1" and e.kind == "task"]
+    prompt = store.blob(store.projections.project, started.prompt["user"])
+    assert prompt and prompt.strip() in received and len(prompt) > 1000 and prompt in text
+    assert "## From the specification" in prompt and "[SLUG-01]" in prompt  # the sections sent, as sent
+    # what the model said, verbatim
+    said = [e.text for e in events if isinstance(e, ev.ModelSaid)]
+    assert said and all(s in text for s in said)
+    # a tool result longer than the old 300-character cut, whole — exactly what the model got back
+    long_calls = [e for e in events if isinstance(e, ev.ToolCalled) and e.result_blob]
+    assert long_calls
+    results = [r for entry in server.chat_requests for r in entry.tool_results()]
+    for call in long_calls:
+        whole = store.blob(store.projections.project, call.result_blob)
+        assert whole is not None and len(whole) > 300 and whole.startswith(call.result_summary)
+        assert whole in text and whole in results
+    # the same conversation as JSON: the blobs' texts inlined, in order
+    lines = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [line["seq"] for line in lines] == sorted(line["seq"] for line in lines)
+    assert any(line.get("prompt_text", {}).get("user") == prompt for line in lines)
+    assert {line["result"] for line in lines if line.get("result_blob")} >= {
+        store.blob(store.projections.project, c.result_blob) for c in long_calls
+    }
+    verdicts = [line for line in lines if line["type"] == "OracleVerdictRecorded"]
+    assert any(not v["passed"] for v in verdicts) and "REJECTED" in text  # the oracle's rejection, in its place

@@ -179,3 +179,29 @@ async def test_parallel_work_shows_each_components_worker_lease_and_branch(store
         )
         await settle(pilot, lambda: "vm:947/2" not in tree_text(app))
         assert "lopen/slug--core" in tree_text(app)
+
+
+async def test_the_plan_tree_shows_the_lines_each_task_commit_changed_and_the_component_s_sum(
+    store: EventStore,
+) -> None:
+    """P2: beside a committed task, what its commit changed; beside its component, its tasks' sum."""
+    commits = [
+        ev.BranchEnsured(session_id=SESSION, branch="lopen/slugify", base="b" * 40, worktree="/w"),
+        *(
+            ev.TaskStatusChanged(session_id=SESSION, task_id="core/1", from_state=a, to_state=b, tree="t" * 40)
+            for a, b in (("pending", "in-progress"), ("in-progress", "complete"))
+        ),
+        ev.CommitRecorded(
+            session_id=SESSION, sha="c" * 40, task_id="core/1", tree="t" * 40, parent="b" * 40,
+            branch="lopen/slugify", added=7, removed=1, files=2,
+        ),
+    ]  # fmt: skip
+    store.append(stream_id(), [*plan_events(), *commits])
+    app = LopenApp(OPTIONS).for_watch(store, PROJECT, MODULE, poll=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, lambda: "Normalize text" in tree_text(app))
+        lines = tree_text(app).splitlines()
+        (task,) = [line for line in lines if "Normalize text" in line]
+        (component,) = [line for line in lines if "core" in line and "1/2" in line]
+        assert task.endswith("+7 −1") and "+7 −1" in component
+        assert "+" not in next(line for line in lines if "Join words" in line)  # not committed: nothing said

@@ -33,6 +33,7 @@ from events.selection import (  # noqa: F401 (re-exported: the faces read the re
     session_records,
     task_records,
 )
+from lopen.text import lines_changed
 from lopen.workflow.renderer import research_lines
 
 _BASE_FIELDS = frozenset({"at", "session_id", "module", "project"})
@@ -147,13 +148,16 @@ SHAPES: dict[type[Event], _Shape] = {
         lambda e, full: [] if e.exit_code == 0 else [f"output: {_tail(e.output_tail, 8, full)}"],
         None,
     ),
-    ev.CommitRecorded: _Shape(lambda e, g: g.sha(e.sha), frozenset({"sha"})),
+    ev.CommitRecorded: _Shape(
+        lambda e, g: g.sha(e.sha) + (f" {lines_changed(e.added, e.removed, e.files)}" if e.files else ""),
+        frozenset({"sha", "added", "removed", "files"}),
+    ),
     ev.Reverted: _Shape(
         lambda e, g: f"{g.sha(e.from_sha)} {g.arrow} {g.sha(e.to_sha)}", frozenset({"from_sha", "to_sha"})
     ),
     ev.SpecApproved: _Shape(
-        lambda e, g: f"by {e.approver or '(approver not recorded)'}",
-        frozenset({"approver", "spec_hash", "section_hashes"}),
+        lambda e, g: f"by {e.approver or '(approver not recorded)'}" + (f" via {e.via}" if e.via else ""),
+        frozenset({"approver", "spec_hash", "section_hashes", "via"}),
         _approved_details,
     ),
     ev.SessionFailed: _Shape(
@@ -205,7 +209,9 @@ class TextView:
     ``width``: the terminal's columns (values are cut, longest first, so the line fits; detail lines
     are wrapped, never cut); ``full``: nothing is cut or abbreviated; ``tree``: events are indented
     under the invocation they belong to; ``sessions``: a heading line whenever the session changes
-    (``lopen log``); ``prompts``: an invocation shows the header line its prompt began with.
+    (``lopen log``); ``prompts``: an invocation shows the header line its prompt began with, and one
+    that failed or ended without completing its task says why it stopped, in the model's words (its
+    last message).
     """
 
     def __init__(
@@ -233,6 +239,8 @@ class TextView:
         self._tasks: dict[str, str] = {}  # open invocation → its task
         self._owners: dict[str, str] = {}  # invocation → the component it worked on
         self._parallel = False  # parallel work seen: lines name their component
+        self._said: dict[str, str] = {}  # open invocation of a task → the model's last message in it
+        self._done: set[str] = set()  # open invocations in which their task was completed
 
     def render(self, rec: Recorded) -> list[str]:
         event = rec.event
@@ -271,9 +279,32 @@ class TextView:
         details = shape.details(event, self.full) if shape.details else []
         if self.prompts and isinstance(event, ev.InvocationStarted):
             details = [f"prompt: {prompt_header(event)}", *details]
+        if self.prompts:
+            details += self._stopped(event)
         for detail in details:
             lines += self._wrap(detail, indent)
         return lines
+
+    def _stopped(self, event: Event) -> list[str]:
+        """Under the end of a task's invocation that failed or did not complete its task: the model's last
+        message (why it stopped, in its words)."""
+        if isinstance(event, ev.InvocationStarted):
+            if event.task and event.kind != "oracle":
+                self._said[event.invocation_id] = ""
+        elif isinstance(event, ev.ModelSaid):
+            if event.invocation_id in self._said and not event.agent_id and event.text.strip():
+                self._said[event.invocation_id] = event.text
+        elif isinstance(event, ev.TaskStatusChanged):
+            if event.to_state == "complete" and event.invocation_id in self._said:
+                self._done.add(event.invocation_id)
+        elif isinstance(event, ev.InvocationFinished) and event.invocation_id in self._said:
+            said = self._said.pop(event.invocation_id)
+            completed = event.invocation_id in self._done
+            self._done.discard(event.invocation_id)
+            if said.strip() and (event.outcome != "ok" or not completed):
+                how = "it failed" if event.outcome != "ok" else "its task was not completed"
+                return [f"why it stopped ({how}), in the model's words: {said.strip()}"]
+        return []
 
     # -- components (parallel work) ------------------------------------------------------------
 

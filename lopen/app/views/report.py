@@ -1,8 +1,11 @@
 """``lopen session show``: one session's state as a dict, markdown or YAML.
 
-The dict's keys are fixed: ``id, module, phase, step, status, components[…tasks[…], branch, worker,
+The dict's keys are fixed: ``id, module, phase, step, status, components[…tasks[…, tokens,
+premium_requests, seconds, lines_added, lines_removed, files_changed], changes, branch, worker,
 lease_until], tokens{input, output, total, premium_requests, invocations, cost_usd, unpriced_calls, cost},
-resume{step, component, task, last_good_commit}``. The plan and the resume point come from the
+changes{lines_added, lines_removed, files_changed}, resume{step, component, task, last_good_commit}``.
+A task's figures are its module's (every session, its oracle checks included); ``changes`` sums the
+task commits' (P2). The plan and the resume point come from the
 one fold (the module's plan row): a session is a view of its module's history. In parallel work each
 component shows its own branch and the worker holding it with its lease (side by side in markdown).
 """
@@ -15,8 +18,10 @@ from typing import Any
 
 import msgspec
 
-from events.fold import MODULE_ITEM, PLAN_ITEM, ModuleState, render_plan
+from events.fold import MODULE_ITEM, PLAN_ITEM, ModuleState, TaskNode, render_plan
+from events.folds.tokens import TokenTotals
 from events.projections import Projections
+from lopen.text import duration, lines_changed, number
 
 
 def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
@@ -25,6 +30,7 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
         return None
     plan = p.plan.get(session.module) or ModuleState(project=session.project, module=session.module)
     tokens = p.tokens.session(session_id)
+    spent = p.tokens.tasks(session.module, session.project)
     current = next((t for t in plan.ordered_tasks() if t.state in ("in-progress", "failed")), None)
     return {
         "id": session.id,
@@ -47,9 +53,11 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
                         "state": t.state,
                         "commit": t.commit,
                         "subtasks": [{"name": s, "state": t.state} for s in t.subtasks],
+                        **_task_figures(t, spent.get(t.id)),
                     }
                     for t in plan.component_tasks(slug)
                 ],
+                "changes": _changes(*plan.changes(slug)),
                 "branch": plan.lanes[slug].branch if slug in plan.lanes else "",
                 "worker": plan.claims[slug].worker if slug in plan.claims else "",
                 "lease_until": plan.claims[slug].until if slug in plan.claims else 0.0,
@@ -66,6 +74,7 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
             "unpriced_calls": tokens.unpriced if tokens else 0,
             "cost": tokens.money if tokens else "$0.00",
         },
+        "changes": _changes(*plan.changes()),
         "resume": {
             "step": session.step,
             "component": plan.selected,
@@ -74,6 +83,52 @@ def session_report(p: Projections, session_id: str) -> dict[str, Any] | None:
         },
         "problems": list(plan.problems),
     }
+
+
+def _changes(added: int, removed: int, files: int) -> dict[str, int]:
+    return {"lines_added": added, "lines_removed": removed, "files_changed": files}
+
+
+def _task_figures(task: TaskNode, spent: TokenTotals | None) -> dict[str, Any]:
+    """P2: what a task cost across every session of its module (its oracle checks included), the wall
+    time of its invocations, and what its commit changed (``git diff --numstat`` of its verified tree)."""
+    return {
+        "tokens": spent.total if spent else 0,
+        "premium_requests": spent.premium if spent else 0.0,
+        "seconds": round(task.seconds, 3),
+        **_changes(*((task.added, task.removed, task.files) if task.commit else (0, 0, 0))),
+    }
+
+
+def _task_table(report: dict[str, Any]) -> list[str]:
+    """One row per task — tokens, premium requests, time, lines changed — and the module's total."""
+    tasks = [t for c in report["components"] for t in c["tasks"]]
+    if not tasks:
+        return []
+    lines = [
+        "",
+        "## Tasks",
+        "",
+        "| task | state | tokens | premium requests | time | lines changed |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+
+    def row(name: str, state: str, f: dict[str, Any]) -> str:
+        lines = lines_changed(f["lines_added"], f["lines_removed"], f["files_changed"]) if f["files_changed"] else "-"
+        return (
+            f"| {name} | {state} | {number(f['tokens'])} | {number(round(f['premium_requests'], 2))} "
+            f"| {duration(f['seconds'])} | {lines} |"
+        )
+
+    lines += [row(t["id"], t["state"], t) for t in tasks]
+    total = {
+        "tokens": sum(t["tokens"] for t in tasks),
+        "premium_requests": sum(t["premium_requests"] for t in tasks),
+        "seconds": sum(t["seconds"] for t in tasks),
+        **report["changes"],
+    }
+    lines.append(row("**all tasks**", "", total))
+    return lines
 
 
 def to_markdown(report: dict[str, Any], plan: ModuleState) -> str:
@@ -89,6 +144,7 @@ def to_markdown(report: dict[str, Any], plan: ModuleState) -> str:
         f"- tokens: {t['input']:,} in, {t['output']:,} out, {t['total']:,} total; "
         f"{premium} premium requests; {_plural(t['invocations'], 'invocation')}",
         f"- cost: {t['cost']} (priced per model: budget.prices)",
+        f"- lines changed: {lines_changed(*report['changes'].values())} (the module's task commits)",
         f"- resume: {resume or 'from the start'}",
     ]
     if report.get("worktree"):
@@ -96,6 +152,7 @@ def to_markdown(report: dict[str, Any], plan: ModuleState) -> str:
     if report.get("protection"):
         lines.append(f"- sandbox: {report['protection']}")
     lines += _at_work(report, plan)
+    lines += _task_table(report)
     lines += ["", "## Plan", ""]
     tree = render_plan(plan).split("## Components\n\n", 1)[-1]
     text = "\n".join(lines) + "\n" + tree
@@ -113,8 +170,8 @@ def _at_work(report: dict[str, Any], plan: ModuleState, now: float | None = None
         "",
         "## Components at work",
         "",
-        "| component | state | worker | lease | branch |",
-        "| --- | --- | --- | --- | --- |",
+        "| component | state | worker | lease | branch | lines changed |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for c in report["components"]:
         until = c["lease_until"]
@@ -123,8 +180,11 @@ def _at_work(report: dict[str, Any], plan: ModuleState, now: float | None = None
             clock = datetime.fromtimestamp(until, UTC).strftime("%H:%M:%SZ")
             lease = f"until {clock}" + (" (live)" if until > now else " (ran out)")
         branch = c["branch"] + (" (merged)" if c["branch"] and plan.merged(c["slug"]) else "")
+        ch = c["changes"]
+        changed = lines_changed(*ch.values()) if ch["files_changed"] else "-"
         lines.append(
-            f"| {c['slug']} | {c['state']} | {c['worker'] or '-'} | {lease or '-'} | {branch or '(module branch)'} |"
+            f"| {c['slug']} | {c['state']} | {c['worker'] or '-'} | {lease or '-'} | {branch or '(module branch)'} "
+            f"| {changed} |"
         )
     for item in (PLAN_ITEM, MODULE_ITEM):
         claim = plan.claims.get(item)
@@ -132,7 +192,7 @@ def _at_work(report: dict[str, Any], plan: ModuleState, now: float | None = None
             what = "planning" if item == PLAN_ITEM else "module verification"
             live = "live" if claim.until > now else "ran out"
             clock = datetime.fromtimestamp(claim.until, UTC).strftime("%H:%M:%SZ")
-            lines.append(f"| ({what}) | - | {claim.worker} | until {clock} ({live}) | - |")
+            lines.append(f"| ({what}) | - | {claim.worker} | until {clock} ({live}) | - | - |")
     return lines
 
 

@@ -25,7 +25,7 @@ def plan_signature(state: ModuleState) -> tuple:
         state.selected,
         state.complete,
         tuple((slug, c.name, state.component_state(slug), tuple(c.tasks)) for slug, c in state.components.items()),
-        tuple((t.id, t.name, t.state, tuple(t.subtasks)) for t in state.tasks.values()),
+        tuple((t.id, t.name, t.state, tuple(t.subtasks), t.added, t.removed) for t in state.tasks.values()),
         tuple((slug, c.worker, c.until) for slug, c in state.claims.items()),
         tuple((slug, lane.branch, state.merged(slug)) for slug, lane in state.lanes.items()),
     )
@@ -42,6 +42,12 @@ def at_work(state: ModuleState, slug: str) -> str:
     if lane is not None:
         parts.append(lane.branch + (" (merged)" if state.merged(slug) else ""))
     return "".join(f"  · {part}" for part in parts)
+
+
+def lines_of(added: int, removed: int, files: int) -> str:
+    """``  +12 −3``: the lines a task's commit changed (a component's: its tasks' summed); "" before any
+    commit changed a file (P2)."""
+    return f"  +{added:,} −{removed:,}" if files else ""
 
 
 class PlanTree(Tree[str]):
@@ -74,15 +80,22 @@ class PlanTree(Tree[str]):
             tasks = state.component_tasks(slug)
             done = sum(t.state == "complete" for t in tasks)
             node = self.root.add(
-                self._label(cstate, component.name, (f"  {done}/{len(tasks)}" if tasks else "") + at_work(state, slug)),
+                self._label(
+                    cstate,
+                    component.name,
+                    (f"  {done}/{len(tasks)}" if tasks else "") + lines_of(*state.changes(slug)) + at_work(state, slug),
+                ),
                 slug,
                 expand=slug == state.selected or cstate in ("in-progress", "failed"),
             )
             for task in tasks:
+                lines = lines_of(task.added, task.removed, task.files) if task.commit else ""
                 if task.subtasks:
-                    leaf = node.add(self._label(task.state, task.name), task.id, expand=task.state == "in-progress")
+                    leaf = node.add(
+                        self._label(task.state, task.name, lines), task.id, expand=task.state == "in-progress"
+                    )
                     for sub in task.subtasks:
                         leaf.add_leaf(self._label("complete" if task.state == "complete" else "pending", sub))
                 else:
-                    node.add_leaf(self._label(task.state, task.name), task.id)
+                    node.add_leaf(self._label(task.state, task.name, lines), task.id)
         self.root.expand()
