@@ -12,6 +12,7 @@ Public API (what the workflow calls)::
     key = store.put_blob(project, text)                      # a large text, kept once (events.blobs)
     store.blob(project, key) -> str | None
     sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
+    cancel = store.observe_appends(observer)                 # how long each append took (telemetry)
     store.migrate_legacy(project)                            # a pre-project-id store, once
     store.seal_unchained()                                   # a store older than the hash chain, once
     store.verify(stream_id=None, full=False)                 # the hash chain since the last check
@@ -25,11 +26,18 @@ redacts secrets. ``expected_version`` is the stream's version the caller
 last saw (0 for a new stream); if the stream moved on, ``ConcurrencyConflict`` is raised
 and nothing of the batch is stored. With ``None`` the batch goes at the end of the stream.
 A batch is one transaction: all of it is stored, or none.
+
+``observe_appends`` is how an append is measured without this package knowing who measures: each
+observer gets an ``Appended`` (the batch's ``Recorded``, when the append started, how long it took,
+how many attempts it needed) on the appending thread, right after the commit and before the bus
+delivers the batch. ``lopen.telemetry`` registers one when it exports; with none registered an
+append does not even read the clock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import sqlite3
 import threading
@@ -82,6 +90,22 @@ if TYPE_CHECKING:
     from events.projections import Projections
 
 PAGE = 1000
+log = logging.getLogger("events.store")
+
+
+class Appended(msgspec.Struct, frozen=True, gc=False):
+    """One committed append, for an observer (``EventStore.observe_appends``): its events as stored,
+    when it started (UTC seconds), how long it took (seconds, lock wait and retries included) and how
+    many attempts it needed (more than 1: it lost races for the stream's next version)."""
+
+    records: list[Recorded]
+    started: float
+    duration: float
+    attempts: int
+    backend: str  # "sqlite" or "postgresql"
+
+
+AppendObserver = Callable[[Appended], None]
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 
@@ -98,6 +122,7 @@ class EventStore:
         self._bus = Bus(self.read_all)
         self._projections: Projections | None = None
         self._identity = _file_identity(backend.path)
+        self._observers: tuple[AppendObserver, ...] = ()
         self._blobs: set[str] = set()  # blob streams known to be stored (by this store or found there)
 
     @classmethod
@@ -135,6 +160,10 @@ class EventStore:
                 payloads[i] = self.codec.encode(prepared[i])
         if not prepared:
             return self.version(stream_id) if expected_version is None else expected_version
+        observers = self._observers
+        started = clock = 0.0
+        if observers:
+            started, clock = time.time(), time.perf_counter()
         with self._append_lock:
             for attempt in range(20):
                 base = expected_version if expected_version is not None else self._known_version(stream_id)
@@ -173,8 +202,28 @@ class EventStore:
         recorded = [
             Recorded(seq, stream_id, base + i + 1, e) for i, (seq, e) in enumerate(zip(ids, prepared, strict=True))
         ]
+        if observers:
+            backend = "sqlite" if self.backend.path else "postgresql"
+            appended = Appended(recorded, started, time.perf_counter() - clock, attempt + 1, backend)
+            for observer in observers:
+                try:
+                    observer(appended)
+                except Exception:  # a measurement must never fail an append that committed
+                    log.exception("append observer %r failed", observer)
         self._bus.publish(recorded)
         return top
+
+    def observe_appends(self, observer: AppendObserver) -> Callable[[], None]:
+        """Call ``observer(Appended)`` after each append this store commits (on the appending thread:
+        keep it short); returns the function that stops it."""
+        with self._append_lock:
+            self._observers = (*self._observers, observer)
+
+        def cancel() -> None:
+            with self._append_lock:
+                self._observers = tuple(o for o in self._observers if o is not observer)
+
+        return cancel
 
     def put_blob(self, project: str, text: str) -> str:
         """Keep ``text`` once in ``project``'s blobs (``events.blobs``); return its key. Secrets are

@@ -68,6 +68,11 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+def derived(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+    """The spans folded from events (what `lopen trace` rebuilds): all but the measured appends."""
+    return [s for s in spans if s.name != "store append"]
+
+
 def lopen(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lopen", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
@@ -100,8 +105,15 @@ def test_live_export_sends_the_tree_the_fold_builds(tmp_path: Path, otlp_receive
     warnings = live_export(tmp_path, otlp_receiver.url)
 
     assert warnings == []
-    received = otlp_receiver.spans()
+    everything = otlp_receiver.spans()
+    appends = [s for s in everything if s.name == "store append"]
+    received = [s for s in everything if s.name != "store append"]  # measured live, not derived from events
     expected = build_spans(as_recorded(session_events()))
+    # one span per append (each event was appended alone), under what was open when it was appended
+    assert sorted(s.attributes["lopen.store.first_seq"] for s in appends) == list(range(1, len(session_events()) + 1))
+    names = {s.span_id: s.name for s in received}
+    assert {names[s.parent_id].split(" ")[0] for s in appends} == {"run", "step", "invoke_agent"}
+    assert all(s.end >= s.start and s.attributes["db.system.name"] == "sqlite" for s in appends)
     assert {(s.span_id, s.parent_id, s.name) for s in received} == {
         (f"{e.span_id:016x}", f"{e.parent_id:016x}" if e.parent_id else "", e.name) for e in expected
     }
@@ -149,7 +161,9 @@ def test_attached_after_the_session_started_the_live_export_is_still_complete(
             store.append(stream, [event])
         handle.close()
     expected = build_spans(as_recorded(events))
-    assert sorted(s.span_id for s in otlp_receiver.spans()) == sorted(f"{e.span_id:016x}" for e in expected)
+    assert sorted(s.span_id for s in derived(otlp_receiver.spans())) == sorted(f"{e.span_id:016x}" for e in expected)
+    measured = [s.attributes["lopen.store.first_seq"] for s in otlp_receiver.spans() if s.name == "store append"]
+    assert sorted(measured) == list(range(13, len(events) + 1))  # the appends made while attached
     usage = otlp_receiver.metrics("gen_ai.client.token.usage")[-1].histogram.data_points
     assert sum(p.sum for p in usage) == sum(c[1] + c[2] for c in CALLS)
 
@@ -173,7 +187,7 @@ def test_a_resumed_session_exports_its_new_run_and_counts_the_whole_session(
         for event in second_run:
             store.append(stream, [event])
         handle.close()
-    assert sorted(s.name for s in otlp_receiver.spans()) == ["run slugify", "step 7 building"]
+    assert sorted(s.name for s in derived(otlp_receiver.spans())) == ["run slugify", "step 7 building"]
     (commits,) = otlp_receiver.metrics("lopen.commits")[-1].sum.data_points
     assert commits.as_int == 1  # counted from the session's start, like `lopen trace` counts it
     assert commits.start_time_unix_nano == round(first_run[0].at * 1e9)
@@ -184,7 +198,7 @@ def test_lopen_trace_rebuilds_the_same_spans_from_the_store(
 ) -> None:
     with OtlpReceiver() as live:
         live_export(tmp_path / "live", live.url)
-        live_spans = live.spans()
+        live_spans = derived(live.spans())
 
     done = lopen("trace", SESSION, "--endpoint", otlp_receiver.url, cwd=project, env=clean_env(tmp_path))
 
@@ -264,9 +278,9 @@ def test_a_collector_that_refuses_is_one_warning_too(tmp_path: Path) -> None:
 def test_a_collector_that_takes_traces_only_gets_the_spans_and_one_note(tmp_path: Path, project: Path) -> None:
     with OtlpReceiver(metrics_status=404) as jaeger_like:
         warnings = live_export(tmp_path / "live", jaeger_like.url)
-        live_spans = len(jaeger_like.spans())
+        live_spans = len(derived(jaeger_like.spans()))
         done = lopen("trace", SESSION, "--endpoint", jaeger_like.url, cwd=project, env=clean_env(tmp_path))
-        assert len(jaeger_like.spans()) == 2 * live_spans > 0
+        assert len(derived(jaeger_like.spans())) == 2 * live_spans > 0
     assert len(warnings) == 1
     assert warnings[0] == (
         f"telemetry: {jaeger_like.url} does not take metrics (the collector answered HTTP 404, reason: Not Found); "

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from telemetry_events import CALLS, ORACLE, PLANNING, PROJECT, SESSION, T0, TASK, as_recorded, session_events
 
 from events import catalogue as ev
+from events.store import Appended
 from lopen.telemetry import ids
 from lopen.telemetry.metrics import TOKEN_BOUNDS, MetricsFold
 from lopen.telemetry.spans import Span, SpanBuilder, build_spans
@@ -41,6 +42,9 @@ def test_the_tree_is_run_step_invocation_tool_with_the_oracle_under_its_verify_t
         "invoke_agent oracle": "execute_tool verify_task_completion",
         "verification command": "invoke_agent oracle",
         "git commit": "invoke_agent task",
+        "task core/1": "step 6 building",
+        "guardrail retry": "invoke_agent task",
+        "completion refused": "invoke_agent task",
     }
     assert {s.trace_id for s in spans.values()} == {ids.trace_id(PROJECT, SESSION)}
 
@@ -126,6 +130,99 @@ def test_guardrail_trips_and_refusals_are_span_events_of_the_invocation() -> Non
     ]
     trip = spans["invoke_agent task"].events[1].attributes
     assert (trip["lopen.guardrail.category"], trip["lopen.guardrail.level"]) == ("retry", "warn")
+
+
+def test_a_task_is_a_span_from_its_first_in_progress_to_its_completion() -> None:
+    spans = by_name(build_spans(as_recorded(session_events())))
+    task = spans["task core/1"]
+    assert (task.start, task.end, task.status) == (T0 + 5.6, T0 + 11.5, "unset")
+    attributes = task.attributes
+    assert (attributes["lopen.task"], attributes["lopen.task.outcome"], attributes["lopen.component"]) == (
+        "core/1",
+        "complete",
+        "core",
+    )
+    assert (attributes["lopen.step"], attributes["lopen.phase"], attributes["lopen.session"]) == (
+        6,
+        "building",
+        SESSION,
+    )
+
+
+def test_a_failed_task_span_has_error_status_and_a_retry_is_a_new_span() -> None:
+    events = session_events()
+    done = next(i for i, e in enumerate(events) if isinstance(e, ev.TaskStatusChanged) and e.to_state == "complete")
+    moves = [
+        ev.TaskStatusChanged(
+            at=T0 + 11.2, session_id=SESSION, task_id="core/1", from_state="in-progress", to_state="failed",
+            reason="the tests fail",
+        ),
+        ev.TaskStatusChanged(
+            at=T0 + 11.3, session_id=SESSION, task_id="core/1", from_state="failed", to_state="in-progress"
+        ),
+    ]  # fmt: skip
+    spans = build_spans(as_recorded(events[:done] + moves + events[done:]))
+    tasks = sorted((s for s in spans if s.name == "task core/1"), key=lambda s: s.start)
+    assert [(t.start, t.end, t.status, t.attributes["lopen.task.outcome"]) for t in tasks] == [
+        (T0 + 5.6, T0 + 11.2, "error", "failed"),
+        (T0 + 11.3, T0 + 11.5, "unset", "complete"),
+    ]
+    assert tasks[0].status_message == "the tests fail" and tasks[1].attributes["lopen.task.retry"] is True
+
+
+def test_a_task_still_in_progress_when_the_run_pauses_ends_with_it_unfinished() -> None:
+    events = [*session_events(end=False)[:-4], ev.SessionPaused(at=T0 + 12, session_id=SESSION, reason="paused")]
+    task = by_name(build_spans(as_recorded(events)))["task core/1"]
+    assert (task.end, task.attributes["lopen.task.outcome"], task.attributes["lopen.unfinished"]) == (
+        T0 + 12,
+        "unfinished",
+        True,
+    )
+
+
+def test_guardrail_trips_and_refused_completions_are_spans_with_the_decision_as_attributes() -> None:
+    spans = by_name(build_spans(as_recorded(session_events())))
+    trip = spans["guardrail retry"]
+    assert (trip.start, trip.end) == (T0 + 7.5, T0 + 7.5)
+    assert {k: v for k, v in trip.attributes.items() if k.startswith("lopen.guardrail")} == {
+        "lopen.guardrail.category": "retry",
+        "lopen.guardrail.level": "warn",
+        "lopen.guardrail.detail": "scripted-opus: rate_limited, retry 1 by the cli",
+    }
+    refused = spans["completion refused"]
+    assert (refused.attributes["lopen.target"], refused.attributes["lopen.why"]) == (
+        "core/1",
+        "no passing verification yet",
+    )
+    assert refused.attributes["lopen.invocation.id"] == TASK
+
+
+def test_measured_appends_are_spans_under_what_was_open_when_they_were_appended() -> None:
+    records = as_recorded(session_events())
+    seq = {type(r.event).__name__ + getattr(r.event, "invocation_id", ""): r.seq for r in records}
+
+    def measured(first: int, count: int = 1) -> Appended:
+        batch = [r for r in records if first <= r.seq < first + count]
+        return Appended(batch, batch[0].event.at, 0.002, 1, "sqlite")
+
+    appends = {
+        seq["SessionStarted"]: measured(seq["SessionStarted"]),  # opens the run
+        seq["ToolCalled" + TASK]: measured(seq["ToolCalled" + TASK], 2),  # inside the task invocation
+        seq["SessionCompleted"]: measured(seq["SessionCompleted"]),  # ends the run
+    }
+    builder = SpanBuilder()
+    spans = builder.feed(records, appends) + builder.finish()
+    assert appends == {}  # each taken
+    named = {s.span_id: s for s in spans}
+    stored = sorted((s for s in spans if s.name == "store append"), key=lambda s: s.start)
+    assert [named[s.parent_id].name for s in stored] == ["run slugify", "invoke_agent task", "step 6 building"]
+    second = stored[1]
+    assert (second.end - second.start) == pytest.approx(0.002, abs=1e-6)
+    assert second.attributes["db.operation.name"] == "append"
+    assert second.attributes["db.operation.batch.size"] == 2
+    assert second.attributes["lopen.store.first_seq"] == seq["ToolCalled" + TASK]
+    assert second.attributes["lopen.session"] == SESSION
+    assert by_name([s for s in spans if s.name != "store append"]) == by_name(build_spans(records))
 
 
 def test_content_only_when_asked_and_always_redacted() -> None:

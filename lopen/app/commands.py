@@ -35,6 +35,7 @@ import msgspec
 
 from events import catalogue as ev
 from lopen.app import queries
+from lopen.app.tracing import traced
 from lopen.errors import InterventionRequired, LopenError
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ def _record(store: EventStore, project_id: str, module: str, *events: ev.Event) 
 
 def control(project: Project, module: str, actor: str, action: str, detail: str = "", session: str = "") -> None:
     """Record that ``actor`` asked for ``action`` (e.g. ``model``: a model from the next invocation on)."""
-    with project.store() as (store, project_id):
+    tracing = traced(project, f"control {action}", actor, module=module, session=session)
+    with tracing, project.store() as (store, project_id):
         _record(
             store,
             project_id,
@@ -96,22 +98,24 @@ class PauseRequested(msgspec.Struct, frozen=True):
 
 def pause(project: Project, module: str, actor: str, reason: str = "") -> PauseRequested:
     """Ask the module's running session to pause before its next invocation."""
-    with project.store() as (store, project_id):
-        journal = _journal(store, project_id, module)
-        state = journal.snapshot()
-        session = state.unfinished_session()
-        if session is None or state.sessions[session].status != "running":
-            raise LopenError(
-                f"module {module} has no running session to pause",
-                "its sessions are: " + (", ".join(f"{s} {n.status}" for s, n in state.sessions.items()) or "none"),
-                "start one with start_run (`lopen run`), or resume a paused one with resume_run",
+    with traced(project, "pause_run", actor, module=module) as span:
+        with project.store() as (store, project_id):
+            journal = _journal(store, project_id, module)
+            state = journal.snapshot()
+            session = state.unfinished_session()
+            if session is None or state.sessions[session].status != "running":
+                raise LopenError(
+                    f"module {module} has no running session to pause",
+                    "its sessions are: " + (", ".join(f"{s} {n.status}" for s, n in state.sessions.items()) or "none"),
+                    "start one with start_run (`lopen run`), or resume a paused one with resume_run",
+                )
+            why = reason or f"pause requested by {actor}"
+            journal.record(
+                ev.PauseRequested(requested_by=actor, reason=why, session_id=session),
+                ev.ControlRequested(action="pause", caller=actor, detail=why, session_id=session),
             )
-        why = reason or f"pause requested by {actor}"
-        journal.record(
-            ev.PauseRequested(requested_by=actor, reason=why, session_id=session),
-            ev.ControlRequested(action="pause", caller=actor, detail=why, session_id=session),
-        )
-    return PauseRequested(module, session, actor, why)
+        span["lopen.session"] = session
+        return PauseRequested(module, session, actor, why)
 
 
 class MessageQueued(msgspec.Struct, frozen=True):
@@ -122,24 +126,26 @@ class MessageQueued(msgspec.Struct, frozen=True):
 
 def queue_message(project: Project, module: str, text: str, actor: str) -> MessageQueued:
     """Queue a message for the model: delivered in the next invocation, never injected mid-run."""
-    if not text.strip():
-        raise LopenError("the message is empty", "there would be nothing to deliver", "give the message's text")
-    message_id = new_message_id()
-    with project.store() as (store, project_id):
-        journal = _journal(store, project_id, module)
-        state = journal.snapshot()
-        if not journal.version and not queries.has_spec(project, module):
-            raise LopenError(
-                f"there is no module {module}",
-                f"it has neither a specification (docs/requirements/{module}/SPECIFICATION.md) nor a history",
-                "list the modules with `lopen modules` (MCP: list_modules)",
+    with traced(project, "queue_message", actor, module=module) as span:
+        if not text.strip():
+            raise LopenError("the message is empty", "there would be nothing to deliver", "give the message's text")
+        message_id = new_message_id()
+        with project.store() as (store, project_id):
+            journal = _journal(store, project_id, module)
+            state = journal.snapshot()
+            if not journal.version and not queries.has_spec(project, module):
+                raise LopenError(
+                    f"there is no module {module}",
+                    f"it has neither a specification (docs/requirements/{module}/SPECIFICATION.md) nor a history",
+                    "list the modules with `lopen modules` (MCP: list_modules)",
+                )
+            session = state.unfinished_session() or ""
+            journal.record(
+                ev.ControlRequested(action="queue-message", caller=actor, detail=message_id, session_id=session),
+                ev.UserMessageQueued(message_id=message_id, text=text, session_id=session),
             )
-        session = state.unfinished_session() or ""
-        journal.record(
-            ev.ControlRequested(action="queue-message", caller=actor, detail=message_id, session_id=session),
-            ev.UserMessageQueued(message_id=message_id, text=text, session_id=session),
-        )
-    return MessageQueued(module, message_id, session)
+        span.update({"lopen.message.id": message_id, "lopen.session": session})
+        return MessageQueued(module, message_id, session)
 
 
 # -- the human gate -------------------------------------------------------------------------------------
@@ -155,19 +161,20 @@ class Approved(msgspec.Struct, frozen=True):
 
 def approve(project: Project, module: str, actor: str) -> Approved:
     """Approve the module's specification as it is now: the human gate before planning."""
-    from lopen.project import ensure_lopen_dir
-    from lopen.workflow.approval import approval_of
+    with traced(project, "lopen spec approve", actor, module=module) as span:
+        from lopen.project import ensure_lopen_dir
+        from lopen.workflow.approval import approval_of
 
-    queries.valid_module(module)
-    ensure_lopen_dir(project.root)
-    approved, gaps = approval_of(project.root, module)
-    approved = msgspec.structs.replace(approved, via=actor)  # an MCP client's approval says so in replay
-    with project.store() as (store, project_id):
-        detail = f"spec {approved.spec_hash} approved by {approved.approver}"
-        _record(
-            store, project_id, module, approved, ev.ControlRequested(action="approve-spec", caller=actor, detail=detail)
-        )
-    return Approved(module, approved.approver, approved.spec_hash, dict(approved.section_hashes), gaps)
+        queries.valid_module(module)
+        ensure_lopen_dir(project.root)
+        approved, gaps = approval_of(project.root, module)
+        approved = msgspec.structs.replace(approved, via=actor)  # an MCP client's approval says so in replay
+        with project.store() as (store, project_id):
+            detail = f"spec {approved.spec_hash} approved by {approved.approver}"
+            control = ev.ControlRequested(action="approve-spec", caller=actor, detail=detail)
+            _record(store, project_id, module, approved, control)
+        span["lopen.spec.hash"] = approved.spec_hash
+        return Approved(module, approved.approver, approved.spec_hash, dict(approved.section_hashes), gaps)
 
 
 # -- going back, tidying up -----------------------------------------------------------------------------
@@ -181,68 +188,80 @@ def short(sha: str) -> str:
 def revert(project: Project, module: str, actor: str, to_task: str | None = None) -> Any:
     """Reset ``lopen/<module>`` to a task-completion commit (the last one, or ``to_task``'s) and re-open
     the tasks after it (``lopen.workflow.revert``); returns its ``RevertResult``."""
-    from lopen.app.engine import worktree_for
-    from lopen.workflow.revert import revert_module
+    with traced(project, "lopen revert", actor, module=module, to_task=to_task or "") as span:
+        from lopen.app.engine import worktree_for
+        from lopen.workflow.revert import revert_module
 
-    queries.valid_module(module)
-    with project.store() as (store, project_id):
-        worktree = worktree_for(project.root, module, project.settings())
-        result = revert_module(project.root, module, store, project_id, worktree, to_task=to_task)
-        if result.changed:
-            detail = f"{short(result.from_sha)} -> {short(result.to_sha)} ({result.target.task_id})"
-            _record(store, project_id, module, ev.ControlRequested(action="revert", caller=actor, detail=detail))
-    return result
+        queries.valid_module(module)
+        with project.store() as (store, project_id):
+            worktree = worktree_for(project.root, module, project.settings())
+            result = revert_module(project.root, module, store, project_id, worktree, to_task=to_task)
+            if result.changed:
+                detail = f"{short(result.from_sha)} -> {short(result.to_sha)} ({result.target.task_id})"
+                _record(store, project_id, module, ev.ControlRequested(action="revert", caller=actor, detail=detail))
+        span.update(
+            {
+                "lopen.session": result.session_id,
+                "lopen.revert.changed": result.changed,
+                "lopen.revert.from": result.from_sha,
+                "lopen.revert.to": result.to_sha,
+                "lopen.revert.reopened": list(result.reopened),
+            }
+        )
+        return result
 
 
 def delete_session(project: Project, session_id: str, actor: str) -> str:
     """Take a session off the lists (``SessionDeleted``); its events stay in the store for audit.
     Returns its module."""
-    from events.locks import ModuleLock
+    with traced(project, "lopen session delete", actor, session=session_id):
+        from events.locks import ModuleLock
 
-    with project.store() as (store, project_id):
-        session = session_view(store, session_id)
-        holder = ModuleLock(store.root, session.module).holder()
-        if session.status == "running" and holder is not None:
-            raise LopenError(
-                f"session {session_id} is running",
-                f"lopen (pid {holder}) is working on module {session.module}",
-                "stop that run first, then delete the session",
+        with project.store() as (store, project_id):
+            session = session_view(store, session_id)
+            holder = ModuleLock(store.root, session.module).holder()
+            if session.status == "running" and holder is not None:
+                raise LopenError(
+                    f"session {session_id} is running",
+                    f"lopen (pid {holder}) is working on module {session.module}",
+                    "stop that run first, then delete the session",
+                )
+            _record(
+                store,
+                session.project or project_id,
+                session.module,
+                ev.SessionDeleted(reason="lopen session delete", session_id=session_id),
+                ev.ControlRequested(action="delete-session", caller=actor, detail=session_id, session_id=session_id),
             )
-        _record(
-            store,
-            session.project or project_id,
-            session.module,
-            ev.SessionDeleted(reason="lopen session delete", session_id=session_id),
-            ev.ControlRequested(action="delete-session", caller=actor, detail=session_id, session_id=session_id),
-        )
-        return session.module
+            return session.module
 
 
 def prune_sessions(project: Project, actor: str, keep: int | None = None) -> tuple[list[str], int]:
     """Delete all but the newest ``keep`` completed sessions of each module (default:
     ``session.retention``). Returns (the deleted ids, the number kept per module)."""
-    retention = keep if keep is not None else project.settings().session.retention
-    pruned = []
-    with project.store() as (store, project_id):
-        views = store.projections
-        by_module: dict[str, list[str]] = {}
-        for s in views.sessions.all():
-            if s.status == "completed":
-                by_module.setdefault(s.module, []).append(s.id)
-        for module, ids in by_module.items():
-            doomed = ids[: max(len(ids) - retention, 0)]
-            if not doomed:
-                continue
-            reason = f"lopen session prune: keeping the newest {retention} completed sessions of {module}"
-            _record(
-                store,
-                views.project or project_id,
-                module,
-                *(ev.SessionDeleted(reason=reason, session_id=session_id) for session_id in doomed),
-                ev.ControlRequested(action="prune-sessions", caller=actor, detail=", ".join(doomed)),
-            )
-            pruned += doomed
-    return pruned, retention
+    with traced(project, "lopen session prune", actor):
+        retention = keep if keep is not None else project.settings().session.retention
+        pruned = []
+        with project.store() as (store, project_id):
+            views = store.projections
+            by_module: dict[str, list[str]] = {}
+            for s in views.sessions.all():
+                if s.status == "completed":
+                    by_module.setdefault(s.module, []).append(s.id)
+            for module, ids in by_module.items():
+                doomed = ids[: max(len(ids) - retention, 0)]
+                if not doomed:
+                    continue
+                reason = f"lopen session prune: keeping the newest {retention} completed sessions of {module}"
+                _record(
+                    store,
+                    views.project or project_id,
+                    module,
+                    *(ev.SessionDeleted(reason=reason, session_id=session_id) for session_id in doomed),
+                    ev.ControlRequested(action="prune-sessions", caller=actor, detail=", ".join(doomed)),
+                )
+                pruned += doomed
+        return pruned, retention
 
 
 def session_view(store: EventStore, session_id: str | None) -> Any:
@@ -471,21 +490,24 @@ class Background:
 
     def start(self, module: str, actor: str, prompt: str = "") -> dict[str, Any]:
         """Start the module's run in the background; an optional prompt is queued for the model."""
-        self.not_running(module)
-        args = ["run", module, "--headless", *(["--prompt", prompt] if prompt else [])]
-        started = self._spawn(module, args)
-        self._control(module, "start-run", actor, f"pid {started['pid']}, log {started['log']}")
-        return started
+        with traced(self.project, "start_run", actor, module=module):
+            self.not_running(module)
+            args = ["run", module, "--headless", *(["--prompt", prompt] if prompt else [])]
+            started = self._spawn(module, args)
+            self._control(module, "start-run", actor, f"pid {started['pid']}, log {started['log']}")
+            return started
 
     def resume(self, module: str, actor: str) -> dict[str, Any]:
         """Start the module's run again in the background; it resumes where the module stands."""
-        self.not_running(module)
-        session = queries.module_state(self.project, module).unfinished_session()
-        args = ["run", module, "--headless", *(["--resume", session] if session else [])]
-        started = self._spawn(module, args)
-        detail = f"session {session or '(a new one)'}; pid {started['pid']}, log {started['log']}"
-        self._control(module, "resume", actor, detail, session or "")
-        return {**started, "session": session or ""}
+        with traced(self.project, "resume_run", actor, module=module) as span:
+            self.not_running(module)
+            session = queries.module_state(self.project, module).unfinished_session()
+            args = ["run", module, "--headless", *(["--resume", session] if session else [])]
+            started = self._spawn(module, args)
+            detail = f"session {session or '(a new one)'}; pid {started['pid']}, log {started['log']}"
+            self._control(module, "resume", actor, detail, session or "")
+            span["lopen.session"] = session or ""
+            return {**started, "session": session or ""}
 
     def not_running(self, module: str) -> None:
         """Refuse a module with no specification, or one another process is running; wait for a run

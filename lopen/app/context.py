@@ -63,19 +63,29 @@ class Project:
     def open(self, *, read_only: bool = False) -> tuple[EventStore, str]:
         """The project's store and id, for a caller that keeps it open (and closes it); ``read_only``
         for a caller that only reads (a read-only ``.lopen`` is read from a private copy)."""
+        from lopen.app.tracing import observe
         from lopen.project import open_store
 
         settings = self.settings()
-        return open_store(self.root, settings.store.url, settings.project.id, read_only=read_only)
+        store, project = open_store(self.root, settings.store.url, settings.project.id, read_only=read_only)
+        observe(store, project)  # a traced command's appends are spans of its trace
+        return store, project
 
     @contextlib.contextmanager
     def store(self, *, read_only: bool = False) -> Iterator[tuple[EventStore, str]]:
         """The project's store with its projections caught up, and the project id; ``read_only`` for
         queries (see :meth:`open`)."""
         if self.opened is not None:
+            from lopen.app.tracing import observe
+
             store, project = self.opened
             store.projections.catch_up()
-            yield store, project
+            stop = observe(store, project)
+            try:
+                yield store, project
+            finally:
+                if stop is not None:
+                    stop()
             return
         store, project = self.open(read_only=read_only)
         with store:

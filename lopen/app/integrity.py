@@ -84,24 +84,29 @@ def witness_commits(store: EventStore, root: Path, stream: str | None) -> Witnes
     return witness.check(found, commits, digest_at, f"the repository {root}")
 
 
-def rebuild(project: Project) -> dict[str, Any]:
+def rebuild(project: Project, actor: str = "") -> dict[str, Any]:
     """Verify the whole chain, rebuild every projection from event #1 and compare the result with the
     rows kept incrementally: ``Projections.rebuild``'s result plus ``identical`` and ``differences``
-    (``{projection: [row keys]}``, the first few of each)."""
-    store, _ = project.opened or project.open()
-    try:
-        store.verify(full=True)  # a rewritten event is named here, before anything is rebuilt from it
-        views = store.projections
-        views.catch_up()
-        before = views.saved()
-        result = views.rebuild()
-        after = views.saved()
-    finally:
-        if project.opened is None:
-            store.close()
-    differences = {name: _differing(before[name], after.get(name, {})) for name in before}
-    differences = {name: keys for name, keys in differences.items() if keys}
-    return {**result, "identical": not differences, "differences": differences}
+    (``{projection: [row keys]}``, the first few of each). ``actor``: who asked (default ``cli:<user>``)."""
+    from lopen.app.commands import cli_actor
+    from lopen.app.tracing import traced
+
+    with traced(project, "lopen projections rebuild", actor or cli_actor()) as span:
+        store, _ = project.opened or project.open()
+        try:
+            store.verify(full=True)  # a rewritten event is named here, before anything is rebuilt from it
+            views = store.projections
+            views.catch_up()
+            before = views.saved()
+            result = views.rebuild()
+            after = views.saved()
+        finally:
+            if project.opened is None:
+                store.close()
+        differences = {name: _differing(before[name], after.get(name, {})) for name in before}
+        differences = {name: keys for name, keys in differences.items() if keys}
+        span.update({"lopen.projections.events": result["events"], "lopen.projections.identical": not differences})
+        return {**result, "identical": not differences, "differences": differences}
 
 
 def require_identical(result: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ import msgspec
 
 from events import catalogue as ev
 from lopen.app import commands, queries
+from lopen.app.tracing import traced
 from lopen.errors import LopenError
 
 if TYPE_CHECKING:
@@ -73,67 +74,69 @@ class CommentsQueued(msgspec.Struct, frozen=True, kw_only=True):
 # -- proposing ------------------------------------------------------------------------------------------
 
 
-def propose(project: Project, module: str, base: str = "", *, use_gh: bool = True) -> PullRequest:
+def propose(project: Project, module: str, base: str = "", *, use_gh: bool = True, actor: str = "") -> PullRequest:
     """Push ``lopen/<module>`` and open (or prepare) its pull request into ``base`` (default: the branch the
-    module was started from, else the remote's default branch)."""
-    from lopen.project import ensure_lopen_dir
+    module was started from, else the remote's default branch). ``actor``: who asked (default ``cli:<user>``)."""
+    with traced(project, "lopen pr", actor or commands.cli_actor(), module=module, base=base) as span:
+        from lopen.project import ensure_lopen_dir
 
-    root = project.root
-    facts = gather(project, module)
-    state = facts.state
-    branch = state.branch or f"lopen/{module}"
-    commits = _commits(root, state, branch)
-    remote, remote_url = _remote(project, module)
-    base = base or default_base(root, remote, state)
-    pushed = _push(root, remote, branch, module)
-    notes = []
-    if not _on_remote(root, remote, base):
-        notes.append(
-            f"{base} is not on {remote}: a pull request needs its base there — `git push {remote} {base}`, "
-            f"or name another with --base"
+        root = project.root
+        facts = gather(project, module)
+        state = facts.state
+        branch = state.branch or f"lopen/{module}"
+        commits = _commits(root, state, branch)
+        remote, remote_url = _remote(project, module)
+        base = base or default_base(root, remote, state)
+        pushed = _push(root, remote, branch, module)
+        notes = []
+        if not _on_remote(root, remote, base):
+            notes.append(
+                f"{base} is not on {remote}: a pull request needs its base there — `git push {remote} {base}`, "
+                f"or name another with --base"
+            )
+        title = title_of(project, module)
+        body = render_body(facts, commits, base)
+        folder = ensure_lopen_dir(root) / "modules" / module
+        folder.mkdir(parents=True, exist_ok=True)
+        body_file = folder / "pull-request.md"
+        body_file.write_text(body, encoding="utf-8")
+        draft = not state.complete
+        found = GITHUB.match(remote_url)
+        request = PullRequest(
+            module=module,
+            remote=remote,
+            remote_url=remote_url,
+            branch=branch,
+            base=base,
+            pushed=pushed,
+            title=title,
+            body=body,
+            body_file=str(body_file),
+            draft=draft,
+            url=compare_url(found["owner"], found["repo"], base, branch) if found else "",
+            notes=notes,
         )
-    title = title_of(project, module)
-    body = render_body(facts, commits, base)
-    folder = ensure_lopen_dir(root) / "modules" / module
-    folder.mkdir(parents=True, exist_ok=True)
-    body_file = folder / "pull-request.md"
-    body_file.write_text(body, encoding="utf-8")
-    draft = not state.complete
-    found = GITHUB.match(remote_url)
-    request = PullRequest(
-        module=module,
-        remote=remote,
-        remote_url=remote_url,
-        branch=branch,
-        base=base,
-        pushed=pushed,
-        title=title,
-        body=body,
-        body_file=str(body_file),
-        draft=draft,
-        url=compare_url(found["owner"], found["repo"], base, branch) if found else "",
-        notes=notes,
-    )
-    gh, why_not = gh_ready(root) if use_gh else (None, "")
-    if gh is None:
-        return msgspec.structs.replace(request, why_not_gh=why_not)
-    args = [gh, "pr", "create", "--title", title, "--body-file", str(body_file), "--base", base, "--head", branch]
-    if found:
-        args += ["--repo", f"{found['owner']}/{found['repo']}"]
-    if draft:
-        args.append("--draft")
-    done = _run(args, root, GH_TIMEOUT)
-    if done.returncode != 0:
-        said = _last_line(done.stderr or done.stdout)
-        raise LopenError(
-            f"gh could not open the pull request of {branch} into {base}",
-            said or f"gh pr create exited {done.returncode}",
-            "if one is open already, update its text with "
-            f"`gh pr edit {branch} --body-file {body_file}`; otherwise fix what gh says and run "
-            f"`lopen pr {module}` again",
-        )
-    urls = re.findall(r"https?://\S+", done.stdout)
-    return msgspec.structs.replace(request, opened=True, url=urls[-1] if urls else done.stdout.strip())
+        gh, why_not = gh_ready(root) if use_gh else (None, "")
+        span.update({"lopen.pr.branch": branch, "lopen.pr.pushed": pushed, "lopen.pr.remote": remote})
+        if gh is None:
+            return msgspec.structs.replace(request, why_not_gh=why_not)
+        args = [gh, "pr", "create", "--title", title, "--body-file", str(body_file), "--base", base, "--head", branch]
+        if found:
+            args += ["--repo", f"{found['owner']}/{found['repo']}"]
+        if draft:
+            args.append("--draft")
+        done = _run(args, root, GH_TIMEOUT)
+        if done.returncode != 0:
+            said = _last_line(done.stderr or done.stdout)
+            raise LopenError(
+                f"gh could not open the pull request of {branch} into {base}",
+                said or f"gh pr create exited {done.returncode}",
+                "if one is open already, update its text with "
+                f"`gh pr edit {branch} --body-file {body_file}`; otherwise fix what gh says and run "
+                f"`lopen pr {module}` again",
+            )
+        urls = re.findall(r"https?://\S+", done.stdout)
+        return msgspec.structs.replace(request, opened=True, url=urls[-1] if urls else done.stdout.strip())
 
 
 def compare_url(owner: str, repo: str, base: str, branch: str) -> str:
@@ -415,39 +418,41 @@ def _one_line(text: str, limit: int = 400) -> str:
 def take_comments(project: Project, module: str, actor: str) -> CommentsQueued:
     """Queue the reviews and comments of ``lopen/<module>``'s pull request, each once, as messages for the
     model's next invocation."""
-    queries.valid_module(module)
-    root = project.root
-    gh, why_not = gh_ready(root)
-    if gh is None:
-        raise LopenError(
-            "reading the pull request's review comments needs gh, the GitHub CLI",
-            why_not,
-            "install it (https://cli.github.com), sign in with `gh auth login`, "
-            f"then `lopen pr {module} --comments` again",
-        )
-    branch = f"lopen/{module}"
-    view = _gh_json(gh, root, ["pr", "view", branch, "--json", "number,url,reviews,comments"], module)
-    number = int(view.get("number") or 0)
-    inline = _gh_json(gh, root, ["api", f"repos/{{owner}}/{{repo}}/pulls/{number}/comments", "--paginate"], module)
-    texts = comment_messages(number, view, inline if isinstance(inline, list) else [])
-    from events.selection import module_records
+    with traced(project, "lopen pr --comments", actor, module=module) as span:
+        queries.valid_module(module)
+        root = project.root
+        gh, why_not = gh_ready(root)
+        if gh is None:
+            raise LopenError(
+                "reading the pull request's review comments needs gh, the GitHub CLI",
+                why_not,
+                "install it (https://cli.github.com), sign in with `gh auth login`, "
+                f"then `lopen pr {module} --comments` again",
+            )
+        branch = f"lopen/{module}"
+        view = _gh_json(gh, root, ["pr", "view", branch, "--json", "number,url,reviews,comments"], module)
+        number = int(view.get("number") or 0)
+        inline = _gh_json(gh, root, ["api", f"repos/{{owner}}/{{repo}}/pulls/{number}/comments", "--paginate"], module)
+        texts = comment_messages(number, view, inline if isinstance(inline, list) else [])
+        from events.selection import module_records
 
-    with project.store() as (store, project_id):
-        records = module_records(store, project_id, module)
-        known = {rec.event.text for rec in records if isinstance(rec.event, ev.UserMessageQueued)}
-        state = queries.state_in(store, module)
-    fresh = [t for t in dict.fromkeys(texts) if t not in known]
-    for text in fresh:
-        commands.queue_message(project, module, text, actor)
-    next_run = f"lopen run {module}" + (" --replan" if state.complete else "")
-    return CommentsQueued(
-        module=module,
-        number=number,
-        url=str(view.get("url") or ""),
-        queued=len(fresh),
-        skipped=len(texts) - len(fresh),
-        next_run=next_run,
-    )
+        with project.store() as (store, project_id):
+            records = module_records(store, project_id, module)
+            known = {rec.event.text for rec in records if isinstance(rec.event, ev.UserMessageQueued)}
+            state = queries.state_in(store, module)
+        fresh = [t for t in dict.fromkeys(texts) if t not in known]
+        for text in fresh:
+            commands.queue_message(project, module, text, actor)
+        next_run = f"lopen run {module}" + (" --replan" if state.complete else "")
+        span.update({"lopen.pr.number": number, "lopen.pr.queued": len(fresh)})
+        return CommentsQueued(
+            module=module,
+            number=number,
+            url=str(view.get("url") or ""),
+            queued=len(fresh),
+            skipped=len(texts) - len(fresh),
+            next_run=next_run,
+        )
 
 
 def comment_messages(number: int, view: dict[str, Any], inline: list[dict[str, Any]]) -> list[str]:

@@ -22,30 +22,34 @@ def do(
     """
     import sys
 
-    from lopen.app import quick
+    from lopen.app import commands, quick, tracing
     from lopen.app.context import Project
     from lopen.cli.workflow import _confirm, _finish
 
     project = Project.here()
-    drafted = quick.draft(project, request, typer.echo, model=model)
-    shown = drafted.spec.relative_to(project.root)
-    typer.echo(f"── {shown} " + "─" * max(0, 60 - len(str(shown))))
-    typer.echo(drafted.text.rstrip())
-    typer.echo("─" * 64)
-    terminal = sys.stdin.isatty()
-    if not yes:
-        if not terminal:
-            raise quick.unapproved(drafted, "there is no terminal to ask for approval on, and --yes was not given")
-        if not _confirm(f"Approve this specification and build it on lopen/{drafted.module}?"):
-            raise quick.unapproved(drafted, "you did not approve it")
-    code, session, detail = quick.build(
-        project, drafted, typer.echo, model=model, ask=_confirm if terminal and not yes else None
-    )
-    if code == 0:
-        landed = quick.landed(project, drafted.module)
-        typer.echo(f"on {landed.branch} (from {landed.base[:8]}):")
-        for commit in landed.commits:
-            typer.echo(f"  {commit}")
-        typer.echo(landed.diff_stat)
-        typer.echo(f"take it: git merge {landed.branch}   (look first: git log -p {landed.base[:8]}..{landed.branch})")
-    _finish(code, session, detail, go_on=f"lopen run {drafted.module}")
+    with tracing.traced(project, "lopen do", commands.cli_actor()) as span:
+        drafted = quick.draft(project, request, typer.echo, model=model)
+        span["lopen.module"] = drafted.module
+        shown = drafted.spec.relative_to(project.root)
+        typer.echo(f"── {shown} " + "─" * max(0, 60 - len(str(shown))))
+        typer.echo(drafted.text.rstrip())
+        typer.echo("─" * 64)
+        terminal = sys.stdin.isatty()
+        if not yes:
+            if not terminal:
+                raise quick.unapproved(drafted, "there is no terminal to ask for approval on, and --yes was not given")
+            if not _confirm(f"Approve this specification and build it on lopen/{drafted.module}?"):
+                raise quick.unapproved(drafted, "you did not approve it")
+        code, session, detail = quick.build(
+            project, drafted, typer.echo, model=model, ask=_confirm if terminal and not yes else None
+        )
+        span.update({"lopen.session": session, "lopen.exit_code": code})
+        if code == 0:
+            landed = quick.landed(project, drafted.module)
+            typer.echo(f"on {landed.branch} (from {landed.base[:8]}):")
+            for commit in landed.commits:
+                typer.echo(f"  {commit}")
+            typer.echo(landed.diff_stat)
+            look = f"git log -p {landed.base[:8]}..{landed.branch}"
+            typer.echo(f"take it: git merge {landed.branch}   (look first: {look})")
+        _finish(code, session, detail, go_on=f"lopen run {drafted.module}")

@@ -19,9 +19,13 @@ never zero (zero means "invalid" in W3C Trace Context).
 
 from __future__ import annotations
 
+import re
+
 import xxhash
 
-__all__ = ["invocation_span_id", "span_id", "trace_id", "traceparent"]
+__all__ = ["invocation_span_id", "parse_traceparent", "span_id", "trace_id", "traceparent"]
+
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
 def _key(*parts: str) -> bytes:
@@ -51,3 +55,11 @@ def traceparent(project: str, session_id: str, invocation_id: str) -> str:
     """
     trace = trace_id(project, session_id)
     return f"00-{trace:032x}-{span_id(trace, 'invocation', invocation_id):016x}-01"
+
+
+def parse_traceparent(text: str) -> tuple[int, int, int] | None:
+    """A W3C ``traceparent`` (version 00) as (trace id, span id, flags); None when it is not one."""
+    match = _TRACEPARENT.match(text.strip().lower()) if text else None
+    if match is None or not int(match[1], 16) or not int(match[2], 16):
+        return None
+    return int(match[1], 16), int(match[2], 16), int(match[3], 16)

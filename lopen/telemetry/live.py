@@ -14,6 +14,10 @@ appending thread and neither waits nor wakes anyone. One daemon thread looks onc
 metrics (``SpanBuilder``, ``MetricsFold``: the same folds ``lopen trace`` uses, so both give the
 same tree) and hands what ended to the OTLP exporter, with a short timeout.
 
+Each append of this process is measured too (``EventStore.observe_appends``): the observer, also on
+the appending thread, only files the measurement under the batch's first ``seq``; the fold makes it
+a ``store append`` span when it meets that event (live only: ``lopen trace`` has no measurements).
+
 Never in the way: when the collector cannot be reached (or the exporter falls far behind) Lopen
 says so in one warning line and stops exporting for the rest of the run; the events are all in the
 store, and ``lopen trace <session>`` exports them later.
@@ -35,7 +39,7 @@ from lopen.telemetry.settings import ExportSettings, resolve
 if TYPE_CHECKING:
     from events.bus import Subscription
     from events.recorded import Recorded
-    from events.store import EventStore
+    from events.store import Appended, EventStore
     from lopen.config import Settings
     from lopen.telemetry.otlp import Sink
 
@@ -102,6 +106,7 @@ class _Live(Telemetry):
         self.read_stream = store.read_stream
         self.seen: set[str] = set()  # sessions met so far
         self.pending: collections.deque[list[Recorded]] = collections.deque()  # appends never block on it
+        self.appends: dict[int, Appended] = {}  # measured appends of this process, by first seq
         self.flush_every = max(flush_every, 0.05)
         self.dropped = 0
         self.failed = False
@@ -112,8 +117,10 @@ class _Live(Telemetry):
         self._thread = threading.Thread(target=self._work, name="lopen-telemetry", daemon=True)
         self._thread.start()
         self._subscription: Subscription | None = None
+        self._unobserve: Callable[[], None] | None = None
 
     def follow(self, store: EventStore, after: int | None) -> None:
+        self._unobserve = store.observe_appends(self._on_append)  # before the bus delivers the batch
         self._subscription = store.subscribe(self._on_batch, after=after, batch=True)
 
     def traceparent(self, session_id: str, invocation_id: str) -> str:
@@ -131,6 +138,11 @@ class _Live(Telemetry):
             self.dropped += len(batch)
         else:
             self.pending.append(batch)  # no lock, no wake-up: the exporter thread looks once per period
+
+    def _on_append(self, appended: Appended) -> None:
+        first = appended.records[0]
+        if first.event.project == self.project and len(self.appends) < QUEUE_LIMIT:
+            self.appends[first.seq] = appended  # one dict store (atomic): the fold takes it out
 
     # -- the exporter thread ---------------------------------------------------------------------------
 
@@ -150,7 +162,7 @@ class _Live(Telemetry):
                         found, backfilled = self._backfill(rec)
                         spans += found
                         changed = backfilled or changed
-                spans += self.spans.feed(mine)
+                spans += self.spans.feed(mine, self.appends)
                 changed = self.metrics.feed(mine) or changed
             if closing and not self.failed:
                 spans += self.spans.finish()
@@ -222,6 +234,8 @@ class _Live(Telemetry):
         if self._closed:
             return
         self._closed = True
+        if self._unobserve is not None:
+            self._unobserve()
         if self._subscription is not None:
             self._subscription.cancel()
         self._stop.set()

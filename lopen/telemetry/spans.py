@@ -11,11 +11,21 @@ The tree (one trace per session, GenAI semantic conventions where they apply)::
 
     run <module>                          SessionStarted/Resumed … SessionPaused/Completed/Failed
       step <n> <phase>                    StepEntered … the next StepEntered or the run's end
+        task <id>                         its first TaskStatusChanged to in-progress … complete/failed
         invoke_agent <kind>               InvocationStarted … InvocationFinished (+ its TokensUsed)
           execute_tool <tool>             ToolCalled (it ends at ``at``, lasted ``duration``)
             invoke_agent oracle           the oracle its verify_* tool asked (``parent_invocation``)
           verification command            VerificationEvidenceRecorded
           git commit                      CommitRecorded (under the invocation of its task)
+          guardrail <category>            GuardrailTripped (a point: start = end)
+          completion refused              CompletionRefused: back-pressure on a completion claim
+          store append                    one ``EventStore.append`` (live export only, below)
+
+``store append`` spans are measured, not derived: the store records no time for an append, so only
+the live exporter, which observes each append of its process (``EventStore.observe_appends``), can
+build them; ``feed(records, appends)`` takes those measurements keyed by the batch's first ``seq``,
+and ``lopen trace`` has none to give. An append span hangs under the invocation its first event
+names, else the step, else the run.
 
 Guardrail trips, refused completions, task status changes, model fallbacks, corrective
 instructions, spec drift and denied permissions are span events on the innermost open span (the
@@ -37,8 +47,8 @@ Nothing here imports OpenTelemetry: ``lopen.telemetry.otlp`` turns ``Span`` into
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -49,7 +59,10 @@ from events.recorded import Recorded
 from events.redaction import redact_text
 from lopen.telemetry.ids import span_id, trace_id
 
-__all__ = ["PROVIDER", "Span", "SpanBuilder", "SpanEvent", "build_spans"]
+if TYPE_CHECKING:
+    from events.store import Appended
+
+__all__ = ["PROVIDER", "Span", "SpanBuilder", "SpanEvent", "append_span", "build_spans"]
 
 PROVIDER = "github_copilot"  # gen_ai.provider.name: every model call goes through the Copilot CLI
 CONTENT_LIMIT = 4000  # characters of one captured content attribute
@@ -110,6 +123,7 @@ class _Trace:
         self.awaiting: dict[str, list[str]] = {}  # invocation id → its oracles waiting for the verify tool
         self.waiting: set[str] = set()  # those oracles
         self.held: dict[str, Span] = {}  # finished oracle spans waiting for their parent, by invocation id
+        self.task_spans: dict[str, Span] = {}  # open, by task id
         self.last_at = 0.0
 
     def invocation_span(self, invocation_id: str) -> int:
@@ -157,12 +171,14 @@ class SpanBuilder:
 
     # -- the fold ---------------------------------------------------------------------------------
 
-    def feed(self, records: Iterable[Recorded]) -> list[Span]:
-        """Fold ``records`` (in store order) in; return the spans that ended."""
+    def feed(self, records: Iterable[Recorded], appends: MutableMapping[int, Appended] | None = None) -> list[Span]:
+        """Fold ``records`` (in store order) in; return the spans that ended. ``appends``: the measured
+        appends (live export), by the ``seq`` of their first event; those met here are taken out of it."""
         handlers = self._handlers
         traces = self._traces
         for rec in records:
             event = rec.event
+            appended = appends.pop(rec.seq, None) if appends else None
             if not event.session_id:
                 continue
             key = (event.project, event.session_id)
@@ -174,9 +190,14 @@ class SpanBuilder:
             kind = type(event)
             if trace.run is None and kind not in _OPENS_RUN and not isinstance(event, _NO_RUN):
                 self._open_run(trace, rec.seq, event)  # a run whose start is not in these events
+            if appended is not None and trace.run is not None and kind not in _OPENS_RUN:
+                self._append(trace, appended, event)  # under what was open when it was appended
+                appended = None
             handler = handlers.get(kind)
             if handler is not None:
                 handler(trace, rec.seq, event)
+            if appended is not None and trace.run is not None:  # it opened the run: under the new run
+                self._append(trace, appended, event)
             if event.at > trace.last_at:
                 trace.last_at = event.at
             if trace.run is None:  # the run ended: nothing of it is open any more (a long-lived process
@@ -231,6 +252,8 @@ class SpanBuilder:
             self._end_invocation(trace, invocation_id, at, unfinished=True)
         for parent in list(trace.awaiting):
             self._release_oracles(trace, parent, trace.invocation_span(parent))
+        for task_id in list(trace.task_spans):
+            self._end_task(trace, task_id, at, "unfinished")
         self._end_step(trace, at)
         run = trace.run
         assert run is not None
@@ -498,21 +521,89 @@ class SpanBuilder:
         if span is not None:
             span.events.append(SpanEvent(name, at, attributes))
 
+    def _decision(
+        self, trace: _Trace, seq: int, kind: str, name: str, invocation_id: str, at: float, attributes: Attributes
+    ) -> None:
+        """A decision as a span of its own (a point in time) under the invocation it names, else the
+        innermost open span."""
+        parent = trace.invocations.get(invocation_id) if invocation_id else None
+        parent = parent or trace.innermost()
+        extra: Attributes = {"lopen.invocation.id": invocation_id} if invocation_id else {}
+        self._out.append(
+            Span(
+                trace_id=trace.id,
+                span_id=span_id(trace.id, kind, str(seq)),
+                parent_id=parent.span_id if parent else 0,
+                name=name,
+                start=at,
+                end=at,
+                attributes={**trace.base, **attributes, **extra},
+                events=[],
+            )
+        )
+
     def _guardrail(self, trace: _Trace, seq: int, event: ev.GuardrailTripped) -> None:
         attributes = {"lopen.guardrail.category": event.category, "lopen.guardrail.level": event.level}
         if event.detail:
             attributes["lopen.guardrail.detail"] = event.detail
         self._point(trace, "", "lopen.guardrail", event.at, attributes)
+        name = f"guardrail {event.category}".rstrip()
+        self._decision(trace, seq, "guardrail", name, event.invocation_id, event.at, attributes)
 
     def _refused(self, trace: _Trace, seq: int, event: ev.CompletionRefused) -> None:
         attributes = {"lopen.scope": event.scope, "lopen.target": event.target, "lopen.why": event.why}
         self._point(trace, event.invocation_id, "lopen.completion_refused", event.at, attributes)
+        self._decision(trace, seq, "refused", "completion refused", event.invocation_id, event.at, attributes)
 
     def _task_status(self, trace: _Trace, seq: int, event: ev.TaskStatusChanged) -> None:
         attributes = {"lopen.task": event.task_id, "lopen.task.from": event.from_state, "lopen.task.to": event.to_state}
         if event.reason:
             attributes["lopen.reason"] = event.reason
         self._point(trace, event.invocation_id, "lopen.task.status", event.at, attributes)
+        if event.to_state == "in-progress" and event.task_id not in trace.task_spans:
+            self._open_task(trace, seq, event)
+        elif event.to_state in ("complete", "failed") and event.task_id in trace.task_spans:
+            self._end_task(trace, event.task_id, event.at, event.to_state, event.reason)
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def _open_task(self, trace: _Trace, seq: int, event: ev.TaskStatusChanged) -> None:
+        outer = trace.step or trace.run
+        attributes: Attributes = {**trace.base, "lopen.task": event.task_id}
+        invocation = trace.invocations.get(event.invocation_id) if event.invocation_id else None
+        for source in (outer, invocation):
+            for key in ("lopen.step", "lopen.phase", "lopen.component"):
+                if source is not None and key in source.attributes:
+                    attributes[key] = source.attributes[key]
+        if event.from_state == "failed":
+            attributes["lopen.task.retry"] = True
+        trace.task_spans[event.task_id] = Span(
+            trace_id=trace.id,
+            span_id=span_id(trace.id, "task", str(seq)),
+            parent_id=outer.span_id if outer else 0,
+            name=f"task {event.task_id}",
+            start=event.at,
+            attributes=attributes,
+            events=[],
+        )
+
+    def _end_task(self, trace: _Trace, task_id: str, at: float, outcome: str, reason: str = "") -> None:
+        span = trace.task_spans.pop(task_id)
+        span.end = at
+        span.attributes["lopen.task.outcome"] = outcome
+        if outcome == "failed":
+            span.fail(reason or "the task failed")
+        elif outcome == "unfinished":
+            span.attributes["lopen.unfinished"] = True
+        self._out.append(span)
+
+    # -- store appends (measured live) ------------------------------------------------------------
+
+    def _append(self, trace: _Trace, appended: Appended, first: ev.Event) -> None:
+        invocation_id = getattr(first, "invocation_id", "")
+        parent = trace.invocations.get(invocation_id) if invocation_id else None
+        parent = parent or trace.step or trace.run
+        self._out.append(append_span(trace.id, parent.span_id if parent else 0, appended, trace.base))
 
     def _fallback(self, trace: _Trace, seq: int, event: ev.ModelFellBack) -> None:
         attributes = {"lopen.model.from": event.from_model, "lopen.model.to": event.to_model, "lopen.why": event.why}
@@ -551,6 +642,35 @@ class SpanBuilder:
     def _content(text: str) -> str:
         text = redact_text(text)
         return text if len(text) <= CONTENT_LIMIT else text[: CONTENT_LIMIT - 1] + "…"
+
+
+def append_span(trace: int, parent_id: int, appended: Appended, base: Attributes | None = None) -> Span:
+    """The ``store append`` span of one measured append (``EventStore.observe_appends``), in ``trace``
+    under ``parent_id``; attributes after the OpenTelemetry database conventions."""
+    records = appended.records
+    first, last = records[0], records[-1]
+    return Span(
+        trace_id=trace,
+        span_id=span_id(trace, "append", str(first.seq)),
+        parent_id=parent_id,
+        name="store append",
+        kind="client",
+        start=appended.started,
+        end=appended.started + appended.duration,
+        attributes={
+            **(base or {}),
+            "db.system.name": appended.backend,
+            "db.operation.name": "append",
+            "db.collection.name": first.stream_id,
+            "db.operation.batch.size": len(records),
+            "lopen.store.first_seq": first.seq,
+            "lopen.store.last_seq": last.seq,
+            "lopen.store.version": last.version,
+            "lopen.store.attempts": appended.attempts,
+            "lopen.store.events": sorted({type(r.event).__name__ for r in records}),
+        },
+        events=[],
+    )
 
 
 def build_spans(records: Iterable[Recorded], *, capture_content: bool = False) -> list[Span]:

@@ -33,12 +33,26 @@ def tree(spans: list[ReceivedSpan]) -> set[tuple]:
     return {(s.trace_id, s.span_id, s.parent_id, s.name, s.start, s.end, tuple(sorted(s.attributes))) for s in spans}
 
 
+def derived(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+    """Lopen's spans folded from events (what `lopen trace` rebuilds): all but the measured appends."""
+    return [s for s in spans if s.service == "lopen" and s.name != "store append"]
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, cli_path):
     """One demo run exporting to a receiver: (root, project, session id, its records, the receiver)."""
     receiver = OtlpReceiver().__enter__()
     root = tmp_path_factory.mktemp("otel-demo") / "project"
-    done = lopen("demo", "--dir", str(root), cwd=root.parent, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url)
+    done = lopen(
+        "demo",
+        "--dir",
+        str(root),
+        cwd=root.parent,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+        # a budget far from reach whose warning comes at once: one guardrail trip (budget, warn) to trace
+        LOPEN_BUDGET__TOKEN_BUDGET_PER_MODULE="10000000",
+        LOPEN_BUDGET__WARNING_THRESHOLD="0.000001",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "warning" not in done.stderr, done.stderr
     store, project = open_store(root)
@@ -110,7 +124,47 @@ def test_lopen_trace_of_the_demo_session_yields_the_same_tree(demo) -> None:
         done = lopen("trace", session_id, "--endpoint", again.url, cwd=root)
         assert done.returncode == 0, done.stderr
         rebuilt = again.spans()
-    assert tree(rebuilt) == tree([s for s in live.spans() if s.service == "lopen"])
+    assert tree(rebuilt) == tree(derived(live.spans()))
+
+
+def test_the_demo_has_a_span_per_task_per_guardrail_trip_and_per_store_append(demo) -> None:
+    _, _, session_id, records, receiver = demo
+    mine = {s.span_id: s for s in receiver.spans() if s.service == "lopen"}
+
+    started = [
+        r.event for r in records if isinstance(r.event, ev.TaskStatusChanged) and r.event.to_state == "in-progress"
+    ]
+    tasks = [s for s in mine.values() if s.name.startswith("task ")]
+    assert started and sorted(s.attributes["lopen.task"] for s in tasks) == sorted(e.task_id for e in started)
+    for span in tasks:
+        assert span.name == f"task {span.attributes['lopen.task']}"
+        assert span.attributes["lopen.task.outcome"] == "complete" and span.status == 0
+        assert mine[span.parent_id].name.startswith("step ")
+        done = next(
+            r.event for r in records
+            if isinstance(r.event, ev.TaskStatusChanged)
+            and r.event.task_id == span.attributes["lopen.task"]
+            and r.event.to_state == "complete"
+        )  # fmt: skip
+        assert span.end == round(done.at * 1e9)
+
+    trips = [r.event for r in records if isinstance(r.event, ev.GuardrailTripped)]
+    assert ("budget", "warn") in {(e.category, e.level) for e in trips}  # the fixture's budget warning
+    guardrails = [s for s in mine.values() if s.name.startswith("guardrail ")]
+    assert sorted(
+        (s.attributes["lopen.guardrail.category"], s.attributes["lopen.guardrail.level"]) for s in guardrails
+    ) == sorted((e.category, e.level) for e in trips)
+
+    appends = [s for s in mine.values() if s.name == "store append"]
+    measured = {
+        seq
+        for s in appends
+        for seq in range(s.attributes["lopen.store.first_seq"], s.attributes["lopen.store.last_seq"] + 1)
+    }
+    assert measured >= {r.seq for r in records if r.event.session_id}  # every event of the run: measured appends
+    for span in appends:
+        assert span.attributes["lopen.session"] == session_id and span.parent_id in mine
+        assert span.start <= span.end and span.attributes["db.system.name"] == "sqlite"
 
 
 def test_a_demo_against_a_dead_collector_finishes_with_one_warning(tmp_path: Path, cli_path: str) -> None:
