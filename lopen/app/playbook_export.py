@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 CWD = "{{cwd}}"
 HEADER = re.compile(r"^\[lopen\] (.*)$", re.M)
 FIELD = re.compile(r"(\S+?)=(\S+)")
-NAME_KEYS = ("kind", "scope", "target", "task", "component", "section")
 
 
 @dataclass
@@ -95,6 +94,15 @@ def header_regex(line: str) -> str:
     return r"\[lopen\]" + "".join(rf"(?=.* {_escape(k)}={_escape(v)}(?!\S))" for k, v in fields)
 
 
+def _label(fields: dict[str, str]) -> str:
+    """A rule's name: the kind, an oracle's scope, and what it is about (``task-core/1``,
+    ``oracle-component-core``, ``planning-step-4``)."""
+    given = {k: v for k, v in fields.items() if v != "-"}
+    about = next((given[k] for k in ("target", "task", "component", "section") if k in given), "")
+    about = about or (f"step-{given['step']}" if "step" in given else "")
+    return "-".join(v for v in (given.get("kind", ""), given.get("scope", ""), about) if v)
+
+
 def _escape(text: str) -> str:
     """``re.escape`` without the escapes a header value never needs (``-``, ``/``), for a readable file."""
     return re.escape(text).replace("\\-", "-").replace("\\/", "/")
@@ -149,8 +157,7 @@ def playbook_of(records: Iterable[Recorded], prompt_text: Any, *, name: str, fol
         if not inv.calls:  # it ended before the model answered (interrupted): nothing to play
             continue
         fields = dict(FIELD.findall(header))
-        label = "-".join(dict.fromkeys(v for k in NAME_KEYS if (v := fields.get(k, "-")) != "-"))
-        label = label or started.kind or "invocation"
+        label = _label(fields) or started.kind or "invocation"
         names[label] = names.get(label, 0) + 1
         played: list[Turn] = []
         for call in inv.calls:
