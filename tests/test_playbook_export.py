@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 import story
 
@@ -160,3 +161,18 @@ def test_an_unknown_or_malformed_session_says_what_why_and_fix(old_project: Path
     assert "error: no session slugify-20991231-7" in unknown.stderr and "lopen session list" in unknown.stderr
     malformed = lopen(old_project, "playbook", "yesterday")
     assert malformed.returncode != 0 and "Traceback" not in malformed.stderr and "yesterday" in malformed.stderr
+
+
+def test_an_invocation_started_again_after_a_provider_error_is_named_in_a_note() -> None:
+    """Each attempt's first call is charged as a prompt: a second one means the provider failed and the
+    invocation began again, which a playbook without the error does not reproduce — the note says so."""
+    first = msgspec.structs.replace(used("t1", 1000, 10), premium=1.0)
+    recording = playbook_of(
+        records(started("t1", "u-task"), first, tool("t1", "bash", command="ls"), first, said("t1", "Done.")),
+        PROMPTS.get,
+        name="cart-20261127-1",
+    )
+    assert recording.notes == (
+        "1 invocation (t1) started again after a provider error: the playbook plays the attempts as one "
+        "conversation, without the error, so the replay differs there",
+    )

@@ -54,6 +54,7 @@ class _Invocation:
     seq: int
     calls: list[_Call] = field(default_factory=list)
     skipped: int = 0  # a sub-agent's events
+    attempts: int = 0  # model calls that began an attempt (charged as a prompt): more than one = retried
 
     def take(self, event: ev.Event) -> None:
         if getattr(event, "agent_id", ""):
@@ -66,6 +67,7 @@ class _Invocation:
                 self.calls.append(last)
             last.calls.append(event)
         elif isinstance(event, ev.TokensUsed):
+            self.attempts += event.premium > 0
             if last is None or last.calls or last.usage is not None:
                 self.calls.append(_Call(usage=event))
             else:
@@ -144,6 +146,7 @@ def playbook_of(records: Iterable[Recorded], prompt_text: Any, *, name: str, fol
     rules: list[Rule] = []
     names: dict[str, int] = {}
     turns = tool_calls = redacted = skipped = 0
+    retried = [i.started.invocation_id for i in invocations.values() if i.attempts > 1]
     without_prompt: list[str] = []
     for inv in invocations.values():
         started = inv.started
@@ -202,6 +205,12 @@ def playbook_of(records: Iterable[Recorded], prompt_text: Any, *, name: str, fol
         notes.append(
             f"{redacted} value{'s' * (redacted != 1)} in tool arguments {'were' if redacted != 1 else 'was'} "
             f"redacted when recorded: the playbook sends {REDACTED} in {'their' if redacted != 1 else 'its'} place"
+        )
+    if retried:
+        notes.append(
+            f"{len(retried)} invocation{'s' * (len(retried) != 1)} ({', '.join(retried)}) started again after "
+            "a provider error: the playbook plays the attempts as one conversation, without the error, so the "
+            "replay differs there"
         )
     if skipped:
         notes.append(f"{skipped} event{'s' * (skipped != 1)} of sub-agents left out: their requests are not Lopen's")
