@@ -23,6 +23,7 @@ from lopen.cli.export_cmd import export
 from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
+from lopen.cli.playbook_cmd import playbook
 from lopen.cli.pr_cmd import pr
 from lopen.cli.revert import revert
 from lopen.cli.sessions import register as register_sessions
@@ -104,6 +105,7 @@ app.command("revert")(revert)
 app.command("pr")(pr)
 app.command("verify")(verify)
 app.command("export")(export)
+app.command("playbook")(playbook)
 app.command("mcp")(mcp)
 app.command("trace")(trace)
 app.add_typer(tui_app, name="tui")

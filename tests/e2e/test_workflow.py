@@ -20,6 +20,7 @@ from events.selection import session_records
 from lopen.app.demo import PLAYBOOK, prepare_project, run_demo
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook
+from lopen.workflow.approval import approve_spec
 
 pytestmark = pytest.mark.e2e
 FALSE_CLAIM = Path(__file__).parents[1] / "playbooks" / "slugify_false_claim.toml"
@@ -514,3 +515,83 @@ def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_eac
     }
     verdicts = [line for line in lines if line["type"] == "OracleVerdictRecorded"]
     assert any(not v["passed"] for v in verdicts) and "REJECTED" in text  # the oracle's rejection, in its place
+
+
+def conversation_of(events: list[ev.Event], folder: str) -> dict[str, list]:
+    """What a session's model did, in a form two runs in two folders can be compared by: per invocation in
+    order (kind, task, component), per model call its usage, what the model said and its tool calls (names
+    and arguments, the folder written as <cwd>, sorted within the call: the CLI runs them in parallel);
+    the oracle's verdicts; the commits' messages and trees."""
+
+    def portable(arguments: dict) -> str:
+        return json.dumps(arguments, sort_keys=True).replace(folder, "<cwd>")
+
+    invocations: dict[str, list] = {}
+    calls: dict[str, list[dict]] = {}
+    for e in events:
+        if isinstance(e, ev.InvocationStarted):
+            invocations[e.invocation_id] = [e.kind, e.task, e.component]
+            calls[e.invocation_id] = []
+        elif isinstance(e, ev.TokensUsed):
+            calls[e.invocation_id].append({"usage": (e.input, e.output, e.cache_read), "said": "", "tools": []})
+        elif isinstance(e, ev.ModelSaid):
+            calls[e.invocation_id][-1]["said"] = e.text
+        elif isinstance(e, ev.ToolCalled):
+            calls[e.invocation_id][-1]["tools"].append((e.tool, portable(e.arguments)))
+    for made in calls.values():
+        for call in made:
+            call["tools"].sort()
+    return {
+        "invocations": [[*invocations[i], calls[i]] for i in invocations],
+        "verdicts": [
+            (v.scope, v.target, v.passed, v.confidence, v.summary, v.criteria, v.findings)
+            for v in events
+            if isinstance(v, ev.OracleVerdictRecorded)
+        ],
+        "commits": [(c.task_id, c.message, c.tree) for c in events if isinstance(c, ev.CommitRecorded)],
+    }
+
+
+def test_a_session_made_a_playbook_plays_again_offline_with_the_same_calls_verdicts_and_commits(
+    demo_run, tmp_path, cli_path
+):
+    """Issue 22, item 6: `lopen playbook <session>` writes a playbook that, run with `lopen run --playbook` in
+    a fresh copy of the project (another folder), makes the same tool calls, gets the same verdicts and
+    commits the same trees."""
+    _, root, _, _, session, events, _ = demo_run
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")} | {"COPILOT_CLI_PATH": cli_path}
+    book = tmp_path / "recorded.toml"
+    made = lopen(root, env, "playbook", session.id, "--out", str(book))
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith(f"wrote {book}: 12 invocations, 38 model calls, 33 tool calls")
+    text = book.read_text()
+    assert str(root) not in text and "{{cwd}}/slugify/core.py" in text  # it runs in any folder
+
+    again = prepare_project(tmp_path / "again")
+    store, project = open_store(again)
+    with store:
+        approve_spec(again, "slugify", store, project)
+    ran = lopen(again, env, "run", "slugify", "--playbook", str(book), "--headless")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    store, project = open_store(again)
+    with store:
+        store.projections.catch_up()
+        (replayed,) = store.projections.sessions.all()
+        replayed_events = [r.event for r in session_records(store, project, replayed.id)]
+    first, second = (
+        conversation_of(events, str(root / ".lopen" / "worktrees" / "slugify")),
+        conversation_of(replayed_events, str(again / ".lopen" / "worktrees" / "slugify")),
+    )
+    assert [len(i[3]) for i in second["invocations"]] == [6, 7, 1, 9, 1, 1, 1, 4, 5, 1, 1, 1]
+    assert second["invocations"] == first["invocations"]
+    assert [v[:3] for v in second["verdicts"]] == [
+        ("task", "core/1", True),
+        ("task", "core/2", False),
+        ("task", "core/2", True),
+        ("component", "core", True),
+        ("task", "cli/1", True),
+        ("component", "cli", True),
+        ("module", "slugify", True),
+    ]
+    assert second["verdicts"] == first["verdicts"]
+    assert len(second["commits"]) == 3 and second["commits"] == first["commits"]
