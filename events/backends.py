@@ -89,7 +89,13 @@ class EventRecorder(Protocol):
 
     def chain_verified(self, stream_id: str | None = None) -> tuple[dict[str, Verified], list[ChainRow]]:
         """What verification reached per stream (the row ``""`` holds the global ``seq``), and the event
-        at each of those positions as stored now; only ``stream_id``'s when given."""
+        at each of those positions as stored now — of every stream but the blobs' (``blob_anchors``); only
+        ``stream_id``'s when given (a blob's too)."""
+        ...
+
+    def blob_anchors(self, after: int, limit: int) -> list[tuple[str, ChainRow | None]]:
+        """The blob streams verification reached, in the order of their ``seq``, from after ``after``, at
+        most ``limit``: each with its event as stored now (None: gone)."""
         ...
 
     def save_verified(self, rows: Sequence[Verified]) -> None: ...
@@ -264,6 +270,18 @@ _SQLITE_CHAIN_TABLES = [
     "CREATE TABLE IF NOT EXISTS chain_verified ("
     "stream_id TEXT PRIMARY KEY, version INTEGER, digest BLOB, seq INTEGER, at REAL) WITHOUT ROWID",
 ]
+_ANCHORS = (  # driven by chain_verified (CROSS JOIN: SQLite keeps it the outer loop), not a scan of every event
+    "SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, l.link FROM chain_verified v "
+    "CROSS JOIN stored_events e ON e.originator_id = v.stream_id AND e.originator_version = v.version "
+    "LEFT JOIN chain_links l ON l.stream_id = e.originator_id AND l.version = e.originator_version "
+)
+_BLOB_ANCHORS = (  # the positions chosen first (a few), then their events read (not sorted: the texts are large)
+    "SELECT v.stream_id, v.seq, e.rowid, e.originator_id, e.originator_version, e.topic, e.state, l.link FROM ("
+    "SELECT stream_id, version, seq FROM chain_verified "
+    "WHERE stream_id >= 'blob:' AND stream_id < 'blob;' AND seq > ? ORDER BY seq LIMIT ?) v "
+    "LEFT JOIN stored_events e ON e.originator_id = v.stream_id AND e.originator_version = v.version "
+    "LEFT JOIN chain_links l ON l.stream_id = e.originator_id AND l.version = e.originator_version"
+)
 _HEAD_UPSERT = (
     "INSERT INTO chain_heads VALUES (?,?,?) ON CONFLICT (stream_id) DO UPDATE "
     "SET version=excluded.version, digest=excluded.digest WHERE excluded.version > chain_heads.version"
@@ -340,12 +358,13 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             r[0]: r
             for r in self._select(f"SELECT stream_id, version, digest, seq, at FROM chain_verified v {where}", params)
         }
-        anchors = self._select(
-            _CHAIN_SELECT
-            + f"JOIN chain_verified v ON v.stream_id = e.originator_id AND v.version = e.originator_version {where}",
-            params,
-        )
-        return verified, anchors
+        if stream_id is None:
+            where = "WHERE v.stream_id > '' AND (v.stream_id < 'blob:' OR v.stream_id >= 'blob;')"
+        return verified, self._select(_ANCHORS + where, params)
+
+    def blob_anchors(self, after: int, limit: int) -> list[tuple[str, ChainRow | None]]:
+        rows = sorted(self._select(_BLOB_ANCHORS, (after, limit)), key=lambda r: r[1])
+        return [(r[0], r[2:] if r[2] is not None else None) for r in rows]
 
     def save_verified(self, rows: Sequence[Verified]) -> None:
         with self.datastore.transaction(commit=True) as c:

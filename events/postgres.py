@@ -170,12 +170,45 @@ class PgEventRecorder(PostgresApplicationRecorder):
                 r["stream_id"]: (r["stream_id"], r["version"], bytes(r["digest"]), r["seq"], r["at"])
                 for r in c.fetchall()
             }
+        if stream_id is None:
+            where = SQL(" WHERE v.stream_id > '' AND NOT starts_with(v.stream_id, 'blob:')")
         anchors = self._chain_rows(
             SQL("JOIN {0}.{1} v ON v.stream_id = e.originator_id AND v.version = e.originator_version").format(*table)
             + where,
             params,
         )
         return verified, anchors
+
+    def blob_anchors(self, after: int, limit: int) -> list[tuple[str, ChainRow | None]]:
+        statement = SQL(
+            "SELECT v.stream_id AS sid, v.seq AS vseq, e.notification_id, e.originator_id, e.originator_version, "
+            "e.topic, e.state, l.link FROM (SELECT stream_id, version, seq FROM {0}.{1} "
+            "WHERE starts_with(stream_id, 'blob:') AND seq > %s ORDER BY seq LIMIT %s) v "
+            "LEFT JOIN {2}.{3} e ON e.originator_id = v.stream_id AND e.originator_version = v.version "
+            "LEFT JOIN {4}.{5} l ON l.stream_id = e.originator_id AND l.version = e.originator_version"
+        ).format(
+            *self.chain_tables["chain_verified"],
+            *self.chain_tables[self.events_table_name],
+            *self.chain_tables["chain_links"],
+        )
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (after, limit))
+            return [
+                (
+                    r["sid"],
+                    (
+                        r["notification_id"],
+                        r["originator_id"],
+                        r["originator_version"],
+                        r["topic"],
+                        bytes(r["state"]),
+                        bytes(r["link"]) if r["link"] is not None else None,
+                    )
+                    if r["notification_id"] is not None
+                    else None,
+                )
+                for r in sorted(c.fetchall(), key=lambda r: r["vseq"])
+            ]
 
     def save_verified(self, rows: Sequence[Verified]) -> None:
         statement = SQL(

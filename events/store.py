@@ -9,7 +9,9 @@ Public API (what the workflow calls)::
     store.version(stream_id) -> int
     for rec in store.read_stream(stream, after_version=0, until_version=None): ...  # Recorded(seq, …)
     for rec in store.read_all(after=0): ...                  # every event, in seq order, paged
-    key = store.put_blob(project, text)                      # a large text, kept once (events.blobs)
+    key = store.keep_blob(project, text)                     # a large text, kept once (events.blobs), stored
+                                                             # with the first event appended that names it
+    key = store.put_blob(project, text)                      # the same, stored now (a transaction of its own)
     store.blob(project, key) -> str | None
     sub = store.subscribe(callback, after=None, batch=False) # the in-process bus, after commit
     cancel = store.observe_appends(observer)                 # how long each append took (telemetry)
@@ -25,7 +27,8 @@ Before storing, ``append`` fills an event's ``project``/``module`` from its stre
 redacts secrets. ``expected_version`` is the stream's version the caller
 last saw (0 for a new stream); if the stream moved on, ``ConcurrencyConflict`` is raised
 and nothing of the batch is stored. With ``None`` the batch goes at the end of the stream.
-A batch is one transaction: all of it is stored, or none.
+A batch is one transaction: all of it is stored, or none — with the blobs kept for it
+(``keep_blob``) that it names and that are not stored yet.
 
 ``observe_appends`` is how an append is measured without this package knowing who measures: each
 observer gets an ``Appended`` (the batch's ``Recorded``, when the append started, how long it took,
@@ -43,6 +46,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -106,6 +110,8 @@ class Appended(msgspec.Struct, frozen=True, gc=False):
 
 
 AppendObserver = Callable[[Appended], None]
+
+PENDING_BLOBS = 64  # blobs kept but not named yet by any append: past this, they are stored on their own
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 
@@ -124,6 +130,7 @@ class EventStore:
         self._identity = _file_identity(backend.path)
         self._observers: tuple[AppendObserver, ...] = ()
         self._blobs: set[str] = set()  # blob streams known to be stored (by this store or found there)
+        self._pending: dict[str, _Blob] = {}  # blob stream → a blob kept, stored with the first event naming it
 
     @classmethod
     def open(cls, root: Path, url: str = "", *, read_only: bool = False) -> EventStore:
@@ -149,15 +156,11 @@ class EventStore:
     # -- writing ------------------------------------------------------------------------------
 
     def append(self, stream_id: str, events: Sequence[Event], expected_version: int | None = None) -> int:
-        """Store ``events`` at the end of ``stream_id`` atomically; return the stream's new version."""
+        """Store ``events`` at the end of ``stream_id`` atomically; return the stream's new version. The
+        blobs kept (``keep_blob``) that the batch names and that are not stored yet go in the same
+        transaction, before it: an event never names a blob that is not stored."""
         project, module = stream_owner(stream_id)
-        prepared = [self._prepare(e, project, module) for e in events]
-        topics = [self.codec.topic(e) for e in prepared]
-        payloads = [self.codec.encode(e) for e in prepared]
-        for i, payload in enumerate(payloads):
-            if might_hold_secret(payload, len(type(prepared[i]).__name__) + 10):  # past '{"type":"<Type>"
-                prepared[i] = redact(prepared[i])
-                payloads[i] = self.codec.encode(prepared[i])
+        prepared, topics, payloads = self._encoded(events, project, module)
         if not prepared:
             return self.version(stream_id) if expected_version is None else expected_version
         observers = self._observers
@@ -165,6 +168,7 @@ class EventStore:
         if observers:
             started, clock = time.time(), time.perf_counter()
         with self._append_lock:
+            blobs = self._named(project, payloads) if self._pending else []
             for attempt in range(20):
                 base = expected_version if expected_version is not None else self._known_version(stream_id)
                 linked = self._linked(stream_id, base, expected_version, topics, payloads)
@@ -178,8 +182,7 @@ class EventStore:
                     for i, (topic, state) in enumerate(zip(topics, states, strict=True))
                 ]
                 try:
-                    with self._errors("append to"):
-                        ids = self.backend.events.insert_events(stored, heads=heads)
+                    blobs, ids = self._insert(blobs, stored, heads)
                 except IntegrityError:
                     actual = self._versions[stream_id] = self.version(stream_id)
                     if expected_version is not None:
@@ -199,8 +202,10 @@ class EventStore:
             if heads:
                 self._heads[stream_id] = heads[-1][1:]
         assert ids is not None
-        recorded = [
-            Recorded(seq, stream_id, base + i + 1, e) for i, (seq, e) in enumerate(zip(ids, prepared, strict=True))
+        recorded = [Recorded(seq, blob.stream, 1, blob.event) for seq, blob in zip(ids, blobs, strict=False)]
+        recorded += [
+            Recorded(seq, stream_id, base + i + 1, e)
+            for i, (seq, e) in enumerate(zip(ids[len(blobs) :], prepared, strict=True))
         ]
         if observers:
             backend = "sqlite" if self.backend.path else "postgresql"
@@ -225,22 +230,40 @@ class EventStore:
 
         return cancel
 
-    def put_blob(self, project: str, text: str) -> str:
-        """Keep ``text`` once in ``project``'s blobs (``events.blobs``); return its key. Secrets are
-        redacted first, so the key names the text as stored. A text stored before costs one failed
-        insert at most (none when this store stored or read it)."""
+    def keep_blob(self, project: str, text: str) -> str:
+        """Keep ``text`` once in ``project``'s blobs (``events.blobs``); return its key. The blob is stored
+        in the transaction of the first ``append`` whose events name its key (one commit for both, and
+        never an event naming a blob that is not stored); a text stored before costs nothing more (one
+        failed insert at most, none when this store stored or read it). Secrets are redacted first, so
+        the key names the text as stored."""
         from events.blobs import key_of
         from events.catalogue import BlobStored
 
         text = redact_text(text)
         key = key_of(text)
         stream = blob_stream(project, key)
-        if stream in self._blobs:
-            return key
-        # stored already (by an earlier run, or another process just now): the same text, nothing to do
-        with contextlib.suppress(ConcurrencyConflict):
-            self.append(stream, [BlobStored(key=key, text=text, size=len(text))], expected_version=0)
-        self._blobs.add(stream)
+        with self._append_lock:
+            if stream in self._blobs or stream in self._pending:
+                return key
+        (event,), topics, payloads = self._encoded([BlobStored(key=key, text=text, size=len(text))], project, "")
+        linked = self._linked(stream, 0, 0, topics, payloads)
+        assert linked is not None  # a stream's genesis is known without reading
+        (state,), heads = linked
+        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topics[0], state), heads)
+        with self._append_lock:
+            self._pending[stream] = blob
+            flushed = self._flush(list(self._pending.values())) if len(self._pending) > PENDING_BLOBS else []
+        self._bus.publish(flushed)  # kept for events that never came (a journal closed meanwhile): stored now
+        return key
+
+    def put_blob(self, project: str, text: str) -> str:
+        """``keep_blob``, and the blob stored now, in a transaction of its own; its key."""
+        key = self.keep_blob(project, text)
+        stream = blob_stream(project, key)
+        with self._append_lock:
+            blob = self._pending.get(stream)
+            flushed = self._flush([blob]) if blob is not None else []
+        self._bus.publish(flushed)
         return key
 
     def blob(self, project: str, key: str) -> str | None:
@@ -251,10 +274,69 @@ class EventStore:
             stream = blob_stream(project, key)
         except ValueError:
             return None
+        pending = self._pending.get(stream)
+        if pending is not None:  # kept by this store, to be stored with the event naming it
+            assert isinstance(pending.event, BlobStored)
+            return pending.event.text
         for rec in self.read_stream(stream, 0, 1):
             if isinstance(rec.event, BlobStored):
                 return rec.event.text
         return None
+
+    def _encoded(
+        self, events: Sequence[Event], project: str, module: str
+    ) -> tuple[list[Event], list[str], list[bytes]]:
+        """The events as they will be stored (owner filled in, secrets redacted), their topics and payloads."""
+        prepared = [self._prepare(e, project, module) for e in events]
+        topics = [self.codec.topic(e) for e in prepared]
+        payloads = [self.codec.encode(e) for e in prepared]
+        for i, payload in enumerate(payloads):
+            if might_hold_secret(payload, len(type(prepared[i]).__name__) + 10):  # past '{"type":"<Type>"
+                prepared[i] = redact(prepared[i])
+                payloads[i] = self.codec.encode(prepared[i])
+        return prepared, topics, payloads
+
+    def _named(self, project: str, payloads: Sequence[bytes]) -> list[_Blob]:
+        """The blobs kept and not stored yet that ``payloads`` (of ``project``) name, by key."""
+        return [
+            blob
+            for blob in self._pending.values()
+            if blob.project == project and any(blob.needle in payload for payload in payloads)
+        ]
+
+    def _insert(
+        self, blobs: list[_Blob], stored: list[StoredEvent], heads: list[Head]
+    ) -> tuple[list[_Blob], Sequence[int]]:
+        """Insert ``blobs``' events and then ``stored`` in one transaction; the blobs inserted and every
+        event's ``seq``. A blob another process stored first is dropped (it is there: the same text) and
+        the rest inserted again; ``IntegrityError`` when the conflict is elsewhere."""
+        while True:
+            try:
+                with self._errors("append to"):
+                    ids = self.backend.events.insert_events(
+                        [*(b.stored for b in blobs), *stored], heads=[*(h for b in blobs for h in b.heads), *heads]
+                    )
+            except IntegrityError:
+                there = {b.stream for b in blobs if self.version(b.stream)}
+                if not there:
+                    raise
+                for stream in there:
+                    self._pending.pop(stream, None)
+                    self._blobs.add(stream)
+                blobs = [b for b in blobs if b.stream not in there]
+                if not blobs and not stored:
+                    return [], []
+                continue
+            for blob in blobs:
+                self._pending.pop(blob.stream, None)
+                self._blobs.add(blob.stream)
+            assert ids is not None
+            return blobs, ids
+
+    def _flush(self, blobs: list[_Blob]) -> list[Recorded]:
+        """Store kept blobs now, in one transaction of their own; what to publish (once the lock is let go)."""
+        blobs, ids = self._insert(blobs, [], [])
+        return [Recorded(seq, b.stream, 1, b.event) for seq, b in zip(ids, blobs, strict=True)]
 
     def _linked(
         self, stream_id: str, base: int, expected: int | None, topics: Sequence[str], payloads: Sequence[bytes]
@@ -548,6 +630,18 @@ class EventStore:
         except (PersistenceError, sqlite3.Error) as exc:
             error = _translate(exc, action, self.location, self.backend.path, self.backend)
             raise error from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _Blob:
+    """A blob kept (``EventStore.keep_blob``), ready to insert: its one event, linked onto its genesis."""
+
+    stream: str
+    project: str
+    needle: bytes  # its key as a JSON string: what an event naming it holds
+    event: Event
+    stored: StoredEvent
+    heads: list[Head]
 
 
 def _damaged(path: Path) -> bool:

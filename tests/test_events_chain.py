@@ -25,12 +25,13 @@ from test_events_store import (
     start_together,
 )
 
+import events.verify
 from events import catalogue as ev
 from events.chain import genesis, link_of, with_link
 from events.codec import Codec
 from events.errors import ChainBroken, ConcurrencyConflict
 from events.journal import Journal
-from events.recorded import module_stream
+from events.recorded import blob_stream, module_stream
 from events.seal import needs_sealing
 from events.store import EventStore
 
@@ -172,6 +173,40 @@ class ChainContract(BackendFixtures):
         with pytest.raises(ChainBroken, match="version 20"):
             connect().append(AUTH, [ev.ProgressReported(progress="on top")])  # never adopted by an append
         assert store.version(AUTH) == 20
+
+    def test_verified_blobs_are_hashed_again_in_turn_and_all_of_them_by_full(
+        self, store: EventStore, url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A blob never changes once stored, and blobs are most of a store's bytes: an incremental check
+        hashes again only ``AUDIT`` verified blobs per run, in turn, not every text ever kept. A blob
+        rewritten after its check is found by ``verify --full`` at once, by the runs within
+        ⌈blobs / AUDIT⌉."""
+        monkeypatch.setattr(events.verify, "AUDIT", 2)
+        keys = [store.put_blob(PROJECT, f"result {n}\n" * 100) for n in range(5)]
+        store.verify()
+        last = blob_stream(PROJECT, keys[-1])
+        rewrite(url, last, 1, b"result 4", b"result X")  # same length: only its hash tells
+        with pytest.raises(ChainBroken, match=f"of {last} \\(version 1, BlobStored\\)"):
+            store.verify(full=True)
+        assert store.verify().events == 0  # blobs 1 and 2 hashed again
+        assert store.verify().events == 0  # blobs 3 and 4
+        with pytest.raises(ChainBroken, match=f"of {last} \\(version 1, BlobStored\\)") as caught:
+            store.verify()  # blob 5 (and 1): its turn
+        assert "verification of" in caught.value.why and "rewritten" in caught.value.why
+
+    def test_a_verified_blob_deleted_with_its_head_is_named_by_full(self, store: EventStore, url: str) -> None:
+        key = store.put_blob(PROJECT, "a whole result\n" * 100)
+        store.verify()
+        stream = blob_stream(PROJECT, key)
+        heads = (
+            "chain_heads"
+            if url.startswith("sqlite")
+            else f'"{dict(parse_qsl(urlsplit(url).query))["schema"]}".chain_heads'
+        )
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))
+        _sql(url, f"DELETE FROM {heads} WHERE stream_id = ?", (stream,))
+        with pytest.raises(ChainBroken, match=f"version 1 of {stream} is gone"):
+            store.verify(full=True)
 
     def test_a_rewritten_link_names_the_event_holding_it(self, store: EventStore, url: str) -> None:
         fill(store)

@@ -16,6 +16,7 @@ redaction rules, the module lock and the layering.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
@@ -547,6 +548,76 @@ class StoreContract(BackendFixtures):
         assert [r.event.step for r in stored] == [2, 3]
         assert seen == [r.seq for r in stored]  # (PostgreSQL's seqs may skip the number a lost race took)
 
+    # -- blobs ----------------------------------------------------------------------------------------------
+
+    def test_a_kept_blob_is_stored_in_the_transaction_of_the_event_naming_it(self, connect: Connect) -> None:
+        """Issue 22, benchmarks: a new blob costs no commit of its own. Kept, it is stored only with the
+        event that names it — all or nothing, so a batch that fails stores neither and an event never
+        names a blob that is not stored."""
+        store, other = connect(), connect()
+        seen: list[str] = []
+        store.subscribe(lambda rec: seen.append(rec.stream_id))
+        text = "14 passed in 0.31s\n" * 200
+        key = store.keep_blob(PROJECT, text)
+        blob = f"blob:{PROJECT}:{key}"
+        assert store.blob(PROJECT, key) == text  # this store has it (to be stored with its event)
+        assert other.blob(PROJECT, key) is None and other.version(blob) == 0  # nothing stored yet
+        store.append(AUTH, [ev.SessionStarted(session_id="auth-20261126-1")])  # names no blob
+        assert other.version(blob) == 0
+        called = ev.ToolCalled(tool="bash", result_summary=text[:300], result_blob=key)
+        with pytest.raises(ConcurrencyConflict):
+            store.append(AUTH, [called], expected_version=0)  # stale: the batch fails, its blob with it
+        assert other.version(blob) == 0 and other.version(AUTH) == 1
+        store.append(AUTH, [called], expected_version=1)
+        assert other.blob(PROJECT, key) == text
+        rows = [(r.stream_id, r.version) for r in other.read_all()]
+        assert rows == [(AUTH, 1), (blob, 1), (AUTH, 2)]  # the blob just before the event naming it
+        assert seen == [AUTH, blob, AUTH]
+        assert store.keep_blob(PROJECT, text) == key  # known now: never inserted again
+        last = other.last_seq()
+        store.append(AUTH, [ev.ToolCalled(tool="bash", result_blob=key)])
+        assert [r.stream_id for r in other.read_all(after=last)] == [AUTH]
+
+    def test_a_blob_another_store_stored_first_is_already_there(self, connect: Connect) -> None:
+        """Two writers keep the same text: the second one's batch collides with the first one's blob, and
+        goes in again without it — both events stored, the blob once."""
+        first, second = connect(), connect()
+        text = "def login(user):\n    return check(user)\n" * 40
+        key = second.keep_blob(PROJECT, text)  # kept, not stored yet: this store cannot know it will be
+        assert first.keep_blob(PROJECT, text) == key
+        first.append(AUTH, [ev.ToolCalled(tool="view", result_blob=key)], expected_version=0)
+        second.append(AUTH, [ev.ToolCalled(tool="edit", result_blob=key)], expected_version=1)
+        blob = f"blob:{PROJECT}:{key}"
+        assert [(r.stream_id, r.version) for r in first.read_all()] == [(blob, 1), (AUTH, 1), (AUTH, 2)]
+        assert second.blob(PROJECT, key) == text and second.version(blob) == 1
+
+    def test_two_processes_storing_the_same_blob_at_once_both_succeed(
+        self, store: EventStore, root: Path, url: str
+    ) -> None:
+        script = textwrap.dedent(
+            """
+            import sys
+            from pathlib import Path
+            from events import catalogue as ev
+            from events.recorded import module_stream
+            from events.store import EventStore
+            store = EventStore.open(Path(sys.argv[1]), sys.argv[2])
+            key = store.keep_blob("proj", "the same whole result\\n" * 500)
+            event = ev.ToolCalled(tool="bash", result_blob=key)
+            store.version("meta:connected")
+            print("ready", flush=True)
+            sys.stdin.readline()
+            print(store.append(module_stream("proj", sys.argv[3]), [event], expected_version=0), key)
+            """
+        )
+        outputs = start_together(script, [str(root), url, "auth"], [str(root), url, "billing"])
+        assert outputs[0].split()[0] == outputs[1].split()[0] == "1", outputs  # both stored their event
+        key = outputs[0].split()[1]
+        rows = [(r.stream_id, r.version) for r in store.read_all()]
+        assert sorted(rows) == sorted([(f"blob:{PROJECT}:{key}", 1), (AUTH, 1), (module_stream(PROJECT, "billing"), 1)])
+        assert rows[0][0].startswith("blob:")  # stored before either event naming it
+        assert store.blob(PROJECT, key) == "the same whole result\n" * 500
+
     # -- the legacy layout ---------------------------------------------------------------------------------
 
     def test_a_legacy_store_is_migrated_once_and_its_originals_kept(self, store: EventStore, connect: Connect) -> None:
@@ -702,6 +773,40 @@ def sqlite_store(tmp_path: Path) -> Iterator[EventStore]:
     s = EventStore.open(tmp_path)
     yield s
     s.close()
+
+
+@contextlib.contextmanager
+def commits(store: EventStore) -> Iterator[list[str]]:
+    """The transactions committed on ``store``'s SQLite connections inside the block (SQLite's own trace of
+    the statements it runs: each COMMIT is a wait for the disk with ``synchronous=FULL``)."""
+    seen: list[str] = []
+    connections = list(store.backend._datastore.pool._pool)  # the store's idle connections: one is used next
+    assert connections
+    for c in connections:
+        c._sqlite_conn.set_trace_callback(lambda sql: seen.append(sql) if sql.upper().startswith("COMMIT") else None)
+    try:
+        yield seen
+    finally:
+        for c in connections:
+            c._sqlite_conn.set_trace_callback(None)
+
+
+def test_a_batch_and_its_new_blobs_are_one_commit(sqlite_store: EventStore) -> None:
+    """Issue 22, benchmarks: an invocation's prompt (three new blobs) and the event naming them cost one
+    commit, not four; a blob stored on its own (``put_blob``) one."""
+    store = sqlite_store
+    store.append(AUTH, [ev.SessionStarted(session_id="auth-20261126-1")])
+    with commits(store) as seen:  # what the invoker does: keep the prompt's parts, record the invocation
+        parts = ("system", "guidance", "user")
+        prompt = {part: store.keep_blob(PROJECT, f"the {part} part of the prompt\n" * 100) for part in parts}
+        store.append(
+            AUTH, [ev.InvocationStarted(invocation_id="i1", phase="building", step=6, kind="task", prompt=prompt)]
+        )
+    assert len(seen) == 1
+    assert [r.stream_id.split(":")[0] for r in store.read_all()] == ["module", "blob", "blob", "blob", "module"]
+    with commits(store) as seen:
+        store.put_blob(PROJECT, "a text kept on its own\n" * 100)
+    assert len(seen) == 1
 
 
 def test_the_default_store_is_a_sqlite_file_under_lopen(sqlite_store: EventStore, tmp_path: Path) -> None:

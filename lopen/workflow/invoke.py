@@ -406,8 +406,9 @@ class Invoker:
         return invocation_id, result
 
     def _keep(self, text: str) -> str:
-        """Store ``text`` once, as a blob of the project (``events.blobs``); its key."""
-        return self.journal.store.put_blob(self.journal.project, text)
+        """Keep ``text`` once, as a blob of the project (``events.blobs``); its key. The blob is stored with
+        the event that names it, in that event's transaction (``EventStore.keep_blob``)."""
+        return self.journal.store.keep_blob(self.journal.project, text)
 
     def _keep_prompt(self, request: InvocationRequest) -> dict[str, str]:
         """The exact prompt sent, part by part, each kept once as a blob: part → key."""
