@@ -98,9 +98,10 @@ log = logging.getLogger("events.store")
 
 
 class Appended(msgspec.Struct, frozen=True, gc=False):
-    """One committed append, for an observer (``EventStore.observe_appends``): its events as stored,
-    when it started (UTC seconds), how long it took (seconds, lock wait and retries included) and how
-    many attempts it needed (more than 1: it lost races for the stream's next version)."""
+    """One committed append, for an observer (``EventStore.observe_appends``): its events as stored (not
+    the blobs stored with them), when it started (UTC seconds), how long it took (seconds, lock wait and
+    retries included) and how many attempts it needed (more than 1: it lost races for the stream's next
+    version)."""
 
     records: list[Recorded]
     started: float
@@ -209,7 +210,8 @@ class EventStore:
         ]
         if observers:
             backend = "sqlite" if self.backend.path else "postgresql"
-            appended = Appended(recorded, started, time.perf_counter() - clock, attempt + 1, backend)
+            # the batch's own events: the blobs stored with them are not what the observer times them by
+            appended = Appended(recorded[len(blobs) :], started, time.perf_counter() - clock, attempt + 1, backend)
             for observer in observers:
                 try:
                     observer(appended)
