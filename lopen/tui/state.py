@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -400,13 +401,19 @@ class ScreenState:
         return self._new(
             "tool",
             tool=name,
-            args=short_args(name, arguments),
+            args=short_args(name, arguments, folders=self._worktrees()),
             arguments=arguments,
             status="running",
             started=self.clock(),
             diff=diff_of(name, arguments),
             title=call_id,
         )
+
+    def _worktrees(self) -> tuple[str, ...]:
+        """The folders the module is built in (its worktree, each lane's), as the history records them."""
+        fold = self.fold
+        found = [fold.worktree, *(lane.worktree for lane in fold.lanes.values())]
+        return tuple(sorted({f for f in found if f}, key=len, reverse=True))
 
     def _close_live_tools(self) -> None:
         for entry in self._by_call.values():
@@ -467,22 +474,29 @@ def _finding(finding: ev.Finding) -> str:
     return f"{finding.severity}: {finding.description}{where}"
 
 
-def short_args(name: str, arguments: Any, width: int = ARGS_WIDTH) -> str:
+def short_args(name: str, arguments: Any, width: int = ARGS_WIDTH, folders: tuple[str, ...] = ()) -> str:
     """A tool call's arguments in one short line: the command for ``bash``, the path for file tools,
-    ``key=value`` pairs for Lopen's tools."""
+    ``key=value`` pairs for Lopen's tools. Paths inside ``folders`` (the worktrees) are shown relative to
+    them; a path too long keeps its end (the file's name), a command its start."""
+    is_path = False
     if isinstance(arguments, str):
         text = arguments
     elif isinstance(arguments, dict):
         if name == "bash" and "command" in arguments:
             text = str(arguments["command"])
         elif "path" in arguments and name in ("view", "create", "edit", "str_replace", "read"):
-            text = str(arguments["path"])
+            text, is_path = str(arguments["path"]), True
         else:
             text = " ".join(f"{k}={_scalar(v)}" for k, v in arguments.items())
     else:
         text = ""
+    for folder in folders:  # the longest first: a lane's folder sits beside the module's
+        text = text.replace(folder.rstrip("/") + "/", "")
+        text = re.sub(re.escape(folder.rstrip("/")) + r"(?![\w./-])", ".", text)
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1) :] if is_path else text[: width - 1] + "…"
 
 
 def _scalar(value: Any) -> str:
