@@ -128,6 +128,8 @@ class ScreenState:
         self.last_seq = 0
         self._tokens: Table[TokenTotals] = Table(TokenTotals, None)
         self._entries: dict[str, deque[Entry]] = {}
+        self._said_live: set[str] = set()  # the model's messages streamed live, not yet read back from the store
+        self._said_stored: set[str] = set()  # … and read from the store before their live copy arrived
         self._by_call: dict[str, Entry] = {}
         self._recorded_calls: set[str] = set()  # a delta arriving after its call's event is not drawn again
         self._ids = itertools.count(1)
@@ -304,6 +306,12 @@ class ScreenState:
                 add("error", title=f"invocation {event.outcome}", detail=event.error_kind, level="error")
             case ev.ToolCalled():
                 self._tool_called(sid, event)
+            case ev.ModelSaid() if not event.agent_id:
+                if event.text in self._said_live:  # this TUI's own run streamed it already
+                    self._said_live.discard(event.text)
+                elif event.text.strip():  # a watched (or past) session: what the model said, from the store
+                    add("narrative", detail=event.text)
+                    self._said_stored.add(event.text)  # read before its live copy: that one is not drawn
             case ev.ProgressReported():
                 add("narrative", detail=event.progress)
             case ev.UserMessageQueued():
@@ -430,7 +438,12 @@ class ScreenState:
         sid = self.session_id
         match event:
             case stream.AssistantText():
+                if not event.agent_id and event.text in self._said_stored:
+                    self._said_stored.discard(event.text)  # the store's copy came first and is drawn
+                    return
                 self._add(sid, self._new("narrative", detail=event.text))
+                if not event.agent_id:
+                    self._said_live.add(event.text)  # its ModelSaid, read from the store next, is not shown again
             case stream.ToolStarted():
                 if event.call_id in self._by_call or event.call_id in self._recorded_calls:
                     return

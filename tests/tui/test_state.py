@@ -226,3 +226,28 @@ def test_tool_lines_show_paths_relative_to_the_worktree_and_keep_a_long_paths_en
         short_args("view", {"path": deep}, width=30).startswith("…")
         and len(short_args("view", {"path": deep}, width=30)) == 30
     )
+
+
+def test_what_the_model_said_is_shown_from_the_store_once_whichever_copy_comes_first() -> None:
+    """Issue 22: `lopen watch` (another process) never showed the model's narration, only the run's own
+    TUI did, from the stream. Now the store's ModelSaid is drawn, and the live copy of a message and its
+    recorded copy make one entry, in either order."""
+    from lopen.copilot import results as stream
+
+    watched = ScreenState(PROJECT, MODULE)
+    said = [
+        ev.ModelSaid(session_id=SESSION, text="I will write normalize() first."),
+        ev.ModelSaid(session_id=SESSION, text=" "),
+    ]
+    watched.apply_all(records([*plan_events(), *said]))
+    assert [e.detail for e in watched.entries() if e.kind == "narrative"] == ["I will write normalize() first."]
+
+    own = ScreenState(PROJECT, MODULE)
+    own.apply_all(records(plan_events()))
+    own.apply_stream(stream.AssistantText(text="Live first."))  # the pipe before the store
+    own.apply_all(records([ev.ModelSaid(session_id=SESSION, text="Live first.")], start=100))
+    own.apply_all(records([ev.ModelSaid(session_id=SESSION, text="Stored first.")], start=101))  # the store first
+    own.apply_stream(stream.AssistantText(text="Stored first."))
+    own.apply_stream(stream.AssistantText(text="A sub-agent's.", agent_id="a1"))
+    narrative = [e.detail for e in own.entries() if e.kind == "narrative"]
+    assert narrative == ["Live first.", "Stored first.", "A sub-agent's."]
