@@ -44,6 +44,26 @@ def test_help_prints_without_importing_typer(command: str) -> None:
     assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "pydantic", "events")}
 
 
+@pytest.mark.parametrize("group", ["", "session", "spec", "config", "auth", "projections"])
+def test_every_command_is_listed_with_its_whole_first_sentence(group: str) -> None:
+    """Issue 23: `lopen --help` cut every command's description at a few words ("Start a module: scaffold...")."""
+    from lopen.cli.commands import app
+    from lopen.cli.helptext import command_paths
+
+    text = HELP[group]
+    listed = " ".join(text[text.index("Commands:") :].split())  # the rows, their wrapping undone
+    assert "..." not in listed
+    paths = [
+        path for path in command_paths(app) if len(path) == len(group.split()) + 1 and " ".join(path[:-1]) == group
+    ]
+    assert paths
+    for path in paths:
+        usage = HELP[" ".join(path)]
+        body = usage.split("\n\n", 2)[1] if usage.count("\n\n") >= 2 else ""
+        first = " ".join(body.split()).split(". ")[0].rstrip(".")
+        assert first and first in listed, f"{' '.join(path)}: {first!r} is not listed whole"
+
+
 def test_every_command_has_its_help_pre_rendered() -> None:
     from lopen.cli.commands import app
     from lopen.cli.helptext import command_paths

@@ -18,6 +18,7 @@ from lopen.app.scripted import scripted_overrides
 from lopen.config import Settings, load_settings
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, load_playbook
+from lopen.text import number, plural
 from lopen.workflow.approval import approve_spec
 
 PACKAGE = Path(lopen.__file__).parent
@@ -97,8 +98,10 @@ def run_demo(
         totals = store.projections.tokens.session(session_id)
     if totals is not None:
         say(
-            f"tokens: {totals.input} in, {totals.output} out, {totals.premium:g} premium requests, "
-            f"{totals.invocations} invocations (and {totals.oracle_invocations} oracle verifications)"
+            f"tokens: {number(totals.input)} in, {number(totals.output)} out, "
+            f"{number(totals.premium)} premium request{'' if totals.premium == 1 else 's'}, "
+            f"{plural(totals.invocations, 'invocation')} "
+            f"(and {plural(totals.oracle_invocations, 'oracle verification')})"
         )
     say(f"session {session_id} — tell its story with: cd {root} && lopen replay {session_id}")
     return code

@@ -7,7 +7,10 @@ import shutil
 
 import typer
 
+from lopen.cli.group import WholeHelpGroup
+
 auth_app = typer.Typer(
+    cls=WholeHelpGroup,
     name="auth",
     help=(
         "Check, start or clear GitHub Copilot authentication. Credentials, in order: COPILOT_GITHUB_TOKEN, "

@@ -20,6 +20,7 @@ from lopen.cli.config_cmd import config_app
 from lopen.cli.do_cmd import do
 from lopen.cli.doctor import doctor
 from lopen.cli.export_cmd import export
+from lopen.cli.group import WholeHelpGroup
 from lopen.cli.init_cmd import init
 from lopen.cli.mcp_cmd import mcp
 from lopen.cli.modules import modules
@@ -37,6 +38,7 @@ from lopen.cli.verify_cmd import verify
 from lopen.cli.worker_cmd import worker
 
 app = typer.Typer(
+    cls=WholeHelpGroup,
     name="lopen",
     help="Build a software module from its specification by driving GitHub Copilot.",
     invoke_without_command=True,

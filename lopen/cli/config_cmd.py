@@ -6,7 +6,10 @@ import json
 
 import typer
 
+from lopen.cli.group import WholeHelpGroup
+
 config_app = typer.Typer(
+    cls=WholeHelpGroup,
     name="config",
     help=(
         "Show and change settings. Layers, highest first: flags, LOPEN_<SECTION>__<KEY> env vars, "

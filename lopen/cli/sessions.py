@@ -18,15 +18,19 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from lopen.cli.group import WholeHelpGroup
+
 if TYPE_CHECKING:
     from events.projections import SessionView
     from events.store import EventStore
 
 DEFAULT_RETENTION = 10
 
-session_app = typer.Typer(name="session", help="List, show, resume, delete and prune sessions.", no_args_is_help=True)
+session_app = typer.Typer(
+    cls=WholeHelpGroup, name="session", help="List, show, resume, delete and prune sessions.", no_args_is_help=True
+)
 projections_app = typer.Typer(
-    name="projections", help="Maintain the read models built from events.", no_args_is_help=True
+    cls=WholeHelpGroup, name="projections", help="Maintain the read models built from events.", no_args_is_help=True
 )
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import typer
 
-spec_app = typer.Typer(name="spec", help="Check and approve module specifications.", no_args_is_help=True)
+from lopen.cli.group import WholeHelpGroup
+
+spec_app = typer.Typer(
+    cls=WholeHelpGroup, name="spec", help="Check and approve module specifications.", no_args_is_help=True
+)
 
 
 @spec_app.command("check")

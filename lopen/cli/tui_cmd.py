@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import typer
 
-tui_app = typer.Typer(help="The terminal UI: its component gallery.", no_args_is_help=True)
+from lopen.cli.group import WholeHelpGroup
+
+tui_app = typer.Typer(cls=WholeHelpGroup, help="The terminal UI: its component gallery.", no_args_is_help=True)
 
 NO_COLOR = typer.Option(False, "--no-color", help="Draw without colour (as NO_COLOR does).")
 

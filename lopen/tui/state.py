@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -127,6 +128,8 @@ class ScreenState:
         self.last_seq = 0
         self._tokens: Table[TokenTotals] = Table(TokenTotals, None)
         self._entries: dict[str, deque[Entry]] = {}
+        self._said_live: set[str] = set()  # the model's messages streamed live, not yet read back from the store
+        self._said_stored: set[str] = set()  # … and read from the store before their live copy arrived
         self._by_call: dict[str, Entry] = {}
         self._recorded_calls: set[str] = set()  # a delta arriving after its call's event is not drawn again
         self._ids = itertools.count(1)
@@ -303,6 +306,12 @@ class ScreenState:
                 add("error", title=f"invocation {event.outcome}", detail=event.error_kind, level="error")
             case ev.ToolCalled():
                 self._tool_called(sid, event)
+            case ev.ModelSaid() if not event.agent_id:
+                if event.text in self._said_live:  # this TUI's own run streamed it already
+                    self._said_live.discard(event.text)
+                elif event.text.strip():  # a watched (or past) session: what the model said, from the store
+                    add("narrative", detail=event.text)
+                    self._said_stored.add(event.text)  # read before its live copy: that one is not drawn
             case ev.ProgressReported():
                 add("narrative", detail=event.progress)
             case ev.UserMessageQueued():
@@ -400,13 +409,19 @@ class ScreenState:
         return self._new(
             "tool",
             tool=name,
-            args=short_args(name, arguments),
+            args=short_args(name, arguments, folders=self._worktrees()),
             arguments=arguments,
             status="running",
             started=self.clock(),
             diff=diff_of(name, arguments),
             title=call_id,
         )
+
+    def _worktrees(self) -> tuple[str, ...]:
+        """The folders the module is built in (its worktree, each lane's), as the history records them."""
+        fold = self.fold
+        found = [fold.worktree, *(lane.worktree for lane in fold.lanes.values())]
+        return tuple(sorted({f for f in found if f}, key=len, reverse=True))
 
     def _close_live_tools(self) -> None:
         for entry in self._by_call.values():
@@ -423,7 +438,12 @@ class ScreenState:
         sid = self.session_id
         match event:
             case stream.AssistantText():
+                if not event.agent_id and event.text in self._said_stored:
+                    self._said_stored.discard(event.text)  # the store's copy came first and is drawn
+                    return
                 self._add(sid, self._new("narrative", detail=event.text))
+                if not event.agent_id:
+                    self._said_live.add(event.text)  # its ModelSaid, read from the store next, is not shown again
             case stream.ToolStarted():
                 if event.call_id in self._by_call or event.call_id in self._recorded_calls:
                     return
@@ -467,22 +487,29 @@ def _finding(finding: ev.Finding) -> str:
     return f"{finding.severity}: {finding.description}{where}"
 
 
-def short_args(name: str, arguments: Any, width: int = ARGS_WIDTH) -> str:
+def short_args(name: str, arguments: Any, width: int = ARGS_WIDTH, folders: tuple[str, ...] = ()) -> str:
     """A tool call's arguments in one short line: the command for ``bash``, the path for file tools,
-    ``key=value`` pairs for Lopen's tools."""
+    ``key=value`` pairs for Lopen's tools. Paths inside ``folders`` (the worktrees) are shown relative to
+    them; a path too long keeps its end (the file's name), a command its start."""
+    is_path = False
     if isinstance(arguments, str):
         text = arguments
     elif isinstance(arguments, dict):
         if name == "bash" and "command" in arguments:
             text = str(arguments["command"])
         elif "path" in arguments and name in ("view", "create", "edit", "str_replace", "read"):
-            text = str(arguments["path"])
+            text, is_path = str(arguments["path"]), True
         else:
             text = " ".join(f"{k}={_scalar(v)}" for k, v in arguments.items())
     else:
         text = ""
+    for folder in folders:  # the longest first: a lane's folder sits beside the module's
+        text = text.replace(folder.rstrip("/") + "/", "")
+        text = re.sub(re.escape(folder.rstrip("/")) + r"(?![\w./-])", ".", text)
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1) :] if is_path else text[: width - 1] + "…"
 
 
 def _scalar(value: Any) -> str:

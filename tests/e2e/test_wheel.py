@@ -10,6 +10,7 @@ npm cache, which `bin/setup` filled, so the install is offline where it can be.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,5 +97,9 @@ def test_a_wheel_in_a_fresh_environment_with_an_empty_home_sets_itself_up_and_ru
     demo = run(lopen, "demo", env=env, cwd=tmp_path)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "git log -p main..lopen/slugify" in demo.stdout
+    # figures as people write them (issue 24): "tokens: 364,976 in", never "364976"
+    assert re.search(
+        r"^tokens: \d{1,3}(,\d{3})+ in, [\d,]+ out, \d+ premium requests?, \d+ invocations? ", demo.stdout, re.M
+    )
     assert not any(word in demo.stdout + demo.stderr for word in ("bin/setup", "Traceback"))
     assert os.access(folder, os.R_OK)

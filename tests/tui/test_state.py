@@ -199,3 +199,55 @@ def test_short_args_pick_what_matters() -> None:
     assert short_args("view", {"path": "/w/a.py", "view_range": [1, 3]}) == "/w/a.py"
     assert short_args("read_spec", {"module": "m", "section": "Overview"}) == "module=m section=Overview"
     assert short_args("bash", {"command": "x" * 100}, width=10) == "x" * 9 + "…"
+
+
+def test_tool_lines_show_paths_relative_to_the_worktree_and_keep_a_long_paths_end() -> None:
+    """Issue 23: the TUI's tool lines showed absolute worktree paths, cut in the middle of the name."""
+    tree = "/tmp/lopen-demo-x1/.lopen/worktrees/slugify"
+    lane = tree + ".components/core@vm-42"
+    events = [
+        *plan_events(),
+        ev.BranchEnsured(session_id=SESSION, branch="lopen/slugify", worktree=tree),
+        ev.BranchEnsured(session_id=SESSION, branch="lopen/slugify--core", worktree=lane, component="core"),
+        ev.ToolCalled(session_id=SESSION, tool="view", arguments={"path": f"{tree}/slugify/normalize.py"}, call_id="1"),
+        ev.ToolCalled(session_id=SESSION, tool="create", arguments={"path": f"{lane}/slugify/core.py"}, call_id="2"),
+        ev.ToolCalled(
+            session_id=SESSION, tool="bash", arguments={"command": f"cd {tree} && python -m pytest -q"}, call_id="3"
+        ),
+        ev.ToolCalled(session_id=SESSION, tool="view", arguments={"path": "/etc/hosts"}, call_id="4"),
+    ]
+    state = ScreenState(PROJECT, MODULE)
+    state.apply_all(records(events))
+    shown = [e.args for e in state.entries() if e.kind == "tool"]
+    assert shown == ["slugify/normalize.py", "slugify/core.py", "cd . && python -m pytest -q", "/etc/hosts"]
+    deep = "/" + "/".join(["folder"] * 20) + "/the_file_that_matters.py"
+    assert short_args("view", {"path": deep}, width=30).endswith("the_file_that_matters.py")
+    assert (
+        short_args("view", {"path": deep}, width=30).startswith("…")
+        and len(short_args("view", {"path": deep}, width=30)) == 30
+    )
+
+
+def test_what_the_model_said_is_shown_from_the_store_once_whichever_copy_comes_first() -> None:
+    """Issue 22: `lopen watch` (another process) never showed the model's narration, only the run's own
+    TUI did, from the stream. Now the store's ModelSaid is drawn, and the live copy of a message and its
+    recorded copy make one entry, in either order."""
+    from lopen.copilot import results as stream
+
+    watched = ScreenState(PROJECT, MODULE)
+    said = [
+        ev.ModelSaid(session_id=SESSION, text="I will write normalize() first."),
+        ev.ModelSaid(session_id=SESSION, text=" "),
+    ]
+    watched.apply_all(records([*plan_events(), *said]))
+    assert [e.detail for e in watched.entries() if e.kind == "narrative"] == ["I will write normalize() first."]
+
+    own = ScreenState(PROJECT, MODULE)
+    own.apply_all(records(plan_events()))
+    own.apply_stream(stream.AssistantText(text="Live first."))  # the pipe before the store
+    own.apply_all(records([ev.ModelSaid(session_id=SESSION, text="Live first.")], start=100))
+    own.apply_all(records([ev.ModelSaid(session_id=SESSION, text="Stored first.")], start=101))  # the store first
+    own.apply_stream(stream.AssistantText(text="Stored first."))
+    own.apply_stream(stream.AssistantText(text="A sub-agent's.", agent_id="a1"))
+    narrative = [e.detail for e in own.entries() if e.kind == "narrative"]
+    assert narrative == ["Live first.", "Stored first.", "A sub-agent's."]
