@@ -104,13 +104,23 @@ class OwnCost:
             setattr(owner, name, original)
         self._saved.clear()
 
-    def own(self, events: Iterable[ev.Event]) -> tuple[float, dict[str, float]]:
-        """(Lopen's own seconds, by part) for a run whose events these are (one run, one lane at a time)."""
+    def own(self, events: Iterable[ev.Event], lanes: bool = False) -> tuple[float, dict[str, float]]:
+        """(Lopen's own seconds, by part) for a run whose events these are (one run, one lane at a time;
+        ``lanes``: a parallel run, whose gaps between invocations are taken component by component)."""
         events = list(events)
         finished = {e.invocation_id: e.at for e in events if isinstance(e, ev.InvocationFinished)}
         main = [e for e in events if isinstance(e, ev.InvocationStarted) and e.kind != "oracle"]
-        pairs = [(a, b) for a, b in itertools.pairwise(main) if a.invocation_id in finished]
-        gaps = sum(max(b.at - finished[a.invocation_id], 0.0) for a, b in pairs)
+        if lanes:  # each start after the last end in its lane, or else of the module's own invocations
+            ends = [(finished[e.invocation_id], e.component) for e in main if e.invocation_id in finished]
+            gaps = 0.0
+            for started in main:
+                before = [at for at, lane in ends if at <= started.at and lane in ("", started.component)]
+                if not started.component:
+                    before = [at for at, _lane in ends if at <= started.at]
+                gaps += started.at - max(before) if before else 0.0
+        else:
+            pairs = [(a, b) for a, b in itertools.pairwise(main) if a.invocation_id in finished]
+            gaps = sum(max(b.at - finished[a.invocation_id], 0.0) for a, b in pairs)
         commands = sum(e.duration for e in events if isinstance(e, ev.VerificationEvidenceRecorded) and not e.reused)
         tools = self.tools - commands - self.oracle
         parts = {"between invocations": gaps, "streamed events": self.stream, "tools": tools, "ends": self.finish}
