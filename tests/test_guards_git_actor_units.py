@@ -21,6 +21,7 @@ from events import catalogue as ev
 from events.fold import TaskNode
 from events.journal import Journal
 from lopen.git import Worktree
+from lopen.git.worktree import deleted
 from lopen.project import ensure_lopen_dir, open_store
 
 MODULE = "auth"
@@ -237,9 +238,14 @@ def test_a_conflicting_merge_moves_nothing_and_names_the_files(world, module):
 def test_a_retired_lane_loses_its_worktree_but_keeps_its_branch(world, module):
     actor, worktree = lane(world, "core")
     tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    left = worktree.path.with_name(f".{worktree.path.name}.removed-1-2")  # a killed run's, moved aside
+    (left / "deep").mkdir(parents=True)
     actor.retire().get()
     assert not worktree.path.exists()
+    assert str(worktree.path) not in git(world.root, "worktree", "list")  # git forgot it at once
     assert git(world.root, "rev-parse", worktree.branch) == tip
+    assert deleted(timeout=60)  # the files go in the background, the killed run's leftover with them
+    assert not [p.name for p in worktree.path.parent.iterdir() if p.name.startswith(f".{worktree.path.name}.")]
     module.retire().get()  # the module's own worktree is never retired
     assert world.worktree.path.is_dir()
 

@@ -600,9 +600,21 @@ class Worktree:
         self.reset_to(sha)
 
     def remove(self) -> None:
-        """Remove the worktree folder (the branch stays)."""
+        """Remove the worktree folder (the branch stays). The folder is moved aside and git forgets it at
+        once; its files are deleted in the background — in a large repository that takes seconds a run
+        should not wait for (a folder a killed run left aside is deleted by the next removal)."""
         if self._is_worktree():
-            git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+            aside = self.path.with_name(f".{self.path.name}.removed-{os.getpid()}-{time.monotonic_ns()}")
+            try:
+                os.rename(self.path, aside)
+            except OSError:  # another filesystem, a busy folder: git removes it the slow way
+                git(self.repo_root, "worktree", "remove", "--force", str(self.path))
+            else:
+                git(self.repo_root, "worktree", "prune")
+                for folder in sorted(self.path.parent.glob(f".{self.path.name}.removed-*")):
+                    deleting = threading.Thread(target=shutil.rmtree, args=(folder, True), daemon=True)
+                    deleting.start()
+                    DELETING.append(deleting)
         self._git_dirs = None
 
     def fetch(self, remote: str, branch: str = "") -> bool:
@@ -630,6 +642,20 @@ class Worktree:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
         self._git("reset", "-q", "--hard", sha)
         self._git("clean", "-fdq")
+
+
+DELETING: list[threading.Thread] = []
+"""The folders of removed worktrees being deleted in the background (``Worktree.remove``)."""
+
+
+def deleted(timeout: float | None = None) -> bool:
+    """Wait for the worktree folders being deleted in the background; True when none is left."""
+    while DELETING:
+        DELETING[0].join(timeout)
+        if DELETING[0].is_alive():
+            return False
+        DELETING.pop(0)
+    return True
 
 
 def _names(path: Path, prefix: str, base: Path, target: Path) -> bool:
