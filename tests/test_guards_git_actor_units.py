@@ -1435,20 +1435,25 @@ def test_git_files_and_a_moved_branch_are_put_back_and_told_in_two_sentences(wor
 
 
 def test_git_files_alone_are_put_back_by_the_check_and_told_as_such(world, module):
+    private = world.root / ".git" / "worktrees" / world.worktree.path.name
     write(world.worktree.path / ".git", "gitdir: /tmp/the-models-own-git\n")
-    pointer = ".git was rewritten to 'gitdir: /tmp/the-models-own-git'"
-    assert module.check().get() == [pointer]
+    write(private / "commondir", "/tmp/the-models-common-git\n")
+    wrong = module.check().get()
+    assert len(wrong) == 2 and wrong[0] == ".git was rewritten to 'gitdir: /tmp/the-models-own-git'"
+    assert "commondir" in wrong[1] and "/tmp/the-models-common-git" in wrong[1]
+    both = f"{wrong[0]}; {wrong[1]}"
     (tripped,) = world.events(ev.GuardrailTripped)
     assert (tripped.category, tripped.level, tripped.detail) == (
         "git",
         "warn",
-        f"git's own files were tampered with: {pointer} — put back",
+        f"git's own files were tampered with: {both} — put back",
     )
     (note,) = world.events(ev.CorrectiveInstructionIssued)
     assert (note.category, note.instruction) == (
         "git",
-        f"{DONT_EDIT}In the last invocation {pointer}, and Lopen put it back.",
+        f"{DONT_EDIT}In the last invocation {both}, and Lopen put it back.",
     )
+    assert module.check().get() == []  # put back
 
 
 def test_head_alone_moved_is_put_back_by_the_check_and_told(world, module):
