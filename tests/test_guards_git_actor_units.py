@@ -1539,3 +1539,16 @@ def test_a_lanes_worktree_left_after_a_commit_before_its_reset_shows_a_clean_sta
     world.start(worktree, lane="core").ensure().get()
     assert git(worktree.path, "status", "--porcelain") == ""
     assert worktree.tip() == tip
+
+
+def test_a_branch_recorded_without_a_base_is_not_taken_for_a_move(world):
+    """A history from before Lopen recorded an existing branch's own tip as its base: the person's branch
+    was recorded with no base (their checkout was on an orphan branch). The next run finds the branch at
+    a commit while the history names none: nothing to compare, so nothing is reported as moved."""
+    git(world.root, "branch", BRANCH, world.base)
+    made, _base = world.worktree.ensure()
+    assert not made
+    world.journal.record(ev.BranchEnsured(branch=BRANCH, created=False, base="", worktree=str(world.worktree.path)))
+    world.start().ensure().get()
+    assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
+    assert world.worktree.tip() == world.base
