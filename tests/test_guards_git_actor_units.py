@@ -1130,6 +1130,7 @@ class Clock:
 
     def sleep(self, seconds: float) -> None:
         self.pauses.append(seconds)
+        assert len(self.pauses) <= 20, f"the wait never ends: {self.pauses}"  # pauses that shrink, say
         self.now += seconds
         landing = self.arrives.get(len(self.pauses))
         if callable(landing):
