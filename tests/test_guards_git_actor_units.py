@@ -200,6 +200,7 @@ def test_a_merge_onto_an_unmoved_module_branch_is_a_fast_forward_and_is_recorded
         tip,
         True,
     )
+    assert merged.chain == ""  # a fast-forward makes no commit: no trailer for the chain to vouch for
     again = module.merge("core").get()  # already merged at that tip: nothing more
     assert (again.status, again.sha) == ("merged", tip)
     assert len(world.events(ev.ComponentMerged)) == 1
