@@ -201,6 +201,7 @@ def test_a_merge_onto_an_unmoved_module_branch_is_a_fast_forward_and_is_recorded
         tip,
         True,
     )
+    assert merged.chain == ""  # a fast-forward makes no commit: no trailer for the chain to vouch for
     again = module.merge("core").get()  # already merged at that tip: nothing more
     assert (again.status, again.sha) == ("merged", tip)
     assert len(world.events(ev.ComponentMerged)) == 1
@@ -1117,3 +1118,445 @@ def test_a_run_killed_between_a_task_commit_and_its_reset_leaves_a_worktree_whos
     world.start().ensure().get()  # the next run
     assert git(world.worktree.path, "status", "--porcelain") == ""
     assert world.worktree.tip() == tip and (world.worktree.path / "core.py").read_text() == "C = 1\n"
+
+
+# -- a commit another worker recorded: fetched from the remote, waiting for its push -------------------------
+
+
+class Clock:
+    """``actors.git``'s clock while it waits for a push: each pause advances the time at once (no sleep),
+    and ``arrives`` runs after the pause of that number — another worker's push landing meanwhile."""
+
+    def __init__(self, arrives: dict[int, object] | None = None) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+        self.arrives = arrives or {}
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        assert len(self.pauses) <= 20, f"the wait never ends: {self.pauses}"  # pauses that shrink, say
+        self.now += seconds
+        landing = self.arrives.get(len(self.pauses))
+        if callable(landing):
+            landing()
+
+
+def fetches(monkeypatch) -> list[tuple[str, str]]:
+    """Every fetch the actor asks of git (remote, branch); git still runs each."""
+    seen: list[tuple[str, str]] = []
+    real = Worktree.fetch
+
+    def fetch(self: Worktree, remote: str, branch: str = "") -> bool:
+        seen.append((remote, branch))
+        return real(self, remote, branch)
+
+    monkeypatch.setattr(Worktree, "fetch", fetch)
+    return seen
+
+
+def unpushed(world: World, other: Path, name: str) -> str:
+    """Another machine commits on the module branch and records it, without pushing yet; returns the sha."""
+    git(other, "checkout", "-q", "-B", BRANCH)
+    write(other / name, "T = 1\n")
+    git(other, "add", name)
+    git(other, "commit", "-q", "-m", name)
+    sha, tree = git(other, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD^{tree}")
+    world.journal.record(ev.CommitRecorded(sha=sha, message=name, tree=tree, parent=world.base, branch=BRANCH))
+    return sha
+
+
+def test_a_commit_never_pushed_is_waited_for_backing_off_then_named_in_a_what_why_fix_error(
+    world, tmp_path_factory, monkeypatch
+):
+    from lopen.git import GitError
+
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    theirs = unpushed(world, other, "theirs.py")
+    pauses = [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]  # doubling from 50 ms, at most a second
+    wait = 0.0
+    for p in pauses:
+        wait += p  # the wait ends exactly after these pauses (as the clock adds them)
+    monkeypatch.setattr("actors.git.FETCH_WAIT_SECONDS", wait)
+    clock = Clock()
+    monkeypatch.setattr("actors.git.time", clock)
+    seen = fetches(monkeypatch)
+    with pytest.raises(GitError) as missing:
+        module.sync().get()
+    assert (missing.value.what, missing.value.why, missing.value.how) == (
+        f"commit {theirs[:10]} is in the module's history but not in {bare}",
+        "the worker that recorded it has not pushed it within 3 s",
+        "check that worker (its push may have failed), then run again",
+    )
+    assert clock.pauses == pauses
+    assert seen == [(str(bare), BRANCH)] * 7  # the module branch, once at the start and after each pause
+    assert world.worktree.tip() == world.base and lacks(world, theirs)
+
+
+def test_a_commit_whose_push_lands_while_waiting_is_fetched_then_and_followed(world, tmp_path_factory, monkeypatch):
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    theirs = unpushed(world, other, "theirs.py")
+    clock = Clock({2: lambda: git(other, "push", "-q", "origin", BRANCH)})  # lands during the second pause
+    monkeypatch.setattr("actors.git.time", clock)
+    seen = fetches(monkeypatch)
+    assert module.sync().get() == theirs
+    assert clock.pauses == [0.05, 0.1]  # no pause after the fetch that brought it
+    assert seen == [(str(bare), BRANCH)] * 3
+    assert world.worktree.tip() == theirs and (world.worktree.path / "theirs.py").read_text() == "T = 1\n"
+
+
+def test_a_commit_this_clone_has_is_never_fetched(world, tmp_path_factory, monkeypatch):
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    world.start(remote=str(bare)).ensure().get()
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    actor.ensure().get()
+    seen = fetches(monkeypatch)
+    actor.restart_at(world.base).get()  # a commit this clone has
+    assert seen == [] and git(bare, "rev-parse", worktree.branch) == world.base
+
+
+# -- publishing: which branch is pushed, forced or not, and how often it is tried ------------------------------
+
+
+def pushes(monkeypatch, failing: int = 0) -> list[tuple[str, bool]]:
+    """Every push the actor asks of git (branch, forced); the first ``failing`` are refused as git refuses
+    a push whose ref another push holds locked at that moment, the others run."""
+    from lopen.git import GitError
+
+    seen: list[tuple[str, bool]] = []
+    real = Worktree.push
+
+    def push(self: Worktree, remote: str, force: bool = False) -> None:
+        seen.append((self.branch, force))
+        if len(seen) <= failing:
+            raise GitError("git push failed", f"cannot lock ref 'refs/heads/{self.branch}'", "try again")
+        real(self, remote, force)
+
+    monkeypatch.setattr(Worktree, "push", push)
+    return seen
+
+
+def notes(world: World, text: str) -> None:
+    write(world.worktree.path / "docs" / "requirements" / MODULE / "RESEARCH.md", text)
+
+
+def test_a_lanes_branch_is_pushed_forced_where_it_starts_afresh(world, tmp_path_factory, monkeypatch):
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    world.start(remote=str(bare)).ensure().get()
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    actor.ensure().get()
+    built = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert git(bare, "rev-parse", worktree.branch) == built
+    seen = pushes(monkeypatch)
+    actor.restart_at(world.base).get()  # behind what the remote has: only a forced push moves it
+    assert seen == [(worktree.branch, True)]
+    assert git(bare, "rev-parse", worktree.branch) == world.base
+
+
+def test_a_lanes_push_refused_once_is_tried_again(world, tmp_path_factory, monkeypatch):
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    world.start(remote=str(bare)).ensure().get()
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    actor.ensure().get()
+    seen = pushes(monkeypatch, failing=4)
+    actor.restart_at(world.base).get()
+    assert seen == [(worktree.branch, True)] * 5
+    assert git(bare, "rev-parse", worktree.branch) == world.base
+
+
+def test_a_lanes_push_refused_five_times_stops_with_gits_error(world, tmp_path_factory, monkeypatch):
+    from lopen.git import GitError
+
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    world.start(remote=str(bare)).ensure().get()
+    worktree = world.lane_worktree("core")
+    actor = world.start(worktree, lane="core", remote=str(bare))
+    actor.ensure().get()
+    seen = pushes(monkeypatch, failing=5)
+    with pytest.raises(GitError) as refused:
+        actor.restart_at(world.base).get()
+    assert refused.value.why == f"cannot lock ref 'refs/heads/{worktree.branch}'"
+    assert len(seen) == 5
+
+
+def test_the_module_branchs_push_that_meets_a_locked_ref_is_tried_again_until_it_lands(
+    world, tmp_path_factory, monkeypatch
+):
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    seen = pushes(monkeypatch, failing=4)
+    notes(world, "notes\n")
+    sha = module.commit_research().get()
+    assert seen == [(BRANCH, False)] * 5  # never forced
+    assert git(bare, "rev-parse", BRANCH) == sha
+
+
+def test_the_module_branchs_push_refused_five_times_stops_with_gits_error(world, tmp_path_factory, monkeypatch):
+    from lopen.git import GitError
+
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    seen = pushes(monkeypatch, failing=5)
+    notes(world, "notes\n")
+    with pytest.raises(GitError) as refused:
+        module.commit_research().get()
+    assert refused.value.why == f"cannot lock ref 'refs/heads/{BRANCH}'"
+    assert len(seen) == 5
+    assert git(bare, "rev-parse", BRANCH) == world.base
+
+
+def test_the_module_branchs_push_behind_a_later_push_that_holds_it_is_left_there(world, tmp_path_factory, monkeypatch):
+    """Another worker pushed a later commit on top of this one's tip: the push is refused (not a
+    fast-forward), and that is fine — the remote holds this tip; nothing is forced or tried again."""
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    later, _tree = commit_there(other, BRANCH, "later.py", "L = 1\n")
+    seen = pushes(monkeypatch)
+    world.start(remote=str(bare)).ensure().get()  # makes the branch at the person's HEAD and publishes it
+    assert seen == [(BRANCH, False)]
+    assert git(bare, "rev-parse", BRANCH) == later
+
+
+def test_the_module_branch_is_never_forced_over_another_workers_commit(world, tmp_path_factory, monkeypatch):
+    """The remote's module branch moved elsewhere (a commit this tip does not hold): the push is refused
+    once, the remote keeps that commit, and the run stops with git's own error."""
+    from lopen.git import GitError
+
+    bare, other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    theirs, _tree = commit_there(other, BRANCH, "theirs.py", "T = 1\n")
+    seen = pushes(monkeypatch)
+    notes(world, "notes\n")
+    with pytest.raises(GitError):
+        module.commit_research().get()
+    assert seen == [(BRANCH, False)]
+    assert git(bare, "rev-parse", BRANCH) == theirs
+
+
+def test_the_module_branchs_push_refused_by_a_remote_without_that_branch_stops_at_once(
+    world, tmp_path_factory, monkeypatch
+):
+    """The push is refused and the remote has no such branch to compare with: git's error, no second try."""
+    from lopen.git import GitError
+
+    bare, _other = other_machine(world, tmp_path_factory, monkeypatch)
+    module = world.start(remote=str(bare))
+    module.ensure().get()
+    git(bare, "update-ref", "-d", f"refs/heads/{BRANCH}")
+    seen = pushes(monkeypatch, failing=5)
+    notes(world, "notes\n")
+    with pytest.raises(GitError):
+        module.commit_research().get()
+    assert len(seen) == 1
+
+
+# -- research notes --------------------------------------------------------------------------------------
+
+
+def test_research_notes_are_committed_on_the_history_tip_only_when_they_differ(world, module):
+    folder = world.worktree.path / "docs" / "requirements" / MODULE
+    write(folder / "RESEARCH.md", "notes\n")
+    write(folder / "RESEARCH-index.md", "index\n")
+    write(folder / "draft.md", "not a note\n")
+    sha = module.commit_research().get()
+    assert sha == world.worktree.tip() and git(world.root, "rev-parse", f"{sha}^") == world.base
+    names = git(world.root, "ls-tree", "-r", "--name-only", sha).split()
+    assert sorted(names) == [
+        "app.py",
+        f"docs/requirements/{MODULE}/RESEARCH-index.md",
+        f"docs/requirements/{MODULE}/RESEARCH.md",
+    ]
+    (recorded,) = world.events(ev.CommitRecorded)
+    assert (recorded.sha, recorded.message, recorded.parent, recorded.branch, recorded.task_id) == (
+        sha,
+        f"docs({MODULE}): research notes",
+        world.base,
+        BRANCH,
+        "",
+    )
+    assert recorded.tree == git(world.root, "rev-parse", f"{sha}^{{tree}}")
+    assert git(world.root, "log", "-n1", "--format=%B", sha).strip() == (
+        f"docs({MODULE}): research notes\n\nLopen-Session: {world.session}\nLopen-Chain: {recorded.chain}"
+    )
+    assert module.commit_research().get() == ""  # nothing differs: no commit, nothing recorded
+    assert len(world.events(ev.CommitRecorded)) == 1 and world.worktree.tip() == sha
+    write(folder / "RESEARCH.md", "notes, more\n")
+    again = module.commit_research().get()
+    assert git(world.root, "diff", "--name-only", sha, again) == f"docs/requirements/{MODULE}/RESEARCH.md"
+    assert world.events(ev.CommitRecorded)[-1].parent == sha
+
+
+def test_research_notes_go_on_the_history_tip_when_the_local_branch_is_behind(world, module):
+    actor, worktree = lane(world, "core")
+    merged = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert module.merge("core").get().sha == merged
+    git(world.root, "update-ref", f"refs/heads/{BRANCH}", world.base)  # the local branch behind the history
+    notes(world, "notes\n")
+    sha = module.commit_research().get()
+    assert git(world.root, "rev-parse", f"{sha}^") == merged
+    assert world.events(ev.CommitRecorded)[-1].parent == merged
+    assert (world.worktree.path / "core.py").read_text() == "C = 1\n"  # the worktree followed
+
+
+def test_research_notes_whose_commit_the_history_refuses_are_taken_back(world, module, monkeypatch):
+    refused_every(world, monkeypatch, ev.CommitRecorded)
+    notes(world, "notes\n")
+    assert module.commit_research().get() == ""
+    assert world.worktree.tip() == world.base  # the unrecorded commit is not left on the branch
+
+
+# -- what the model is told when Lopen puts git back -----------------------------------------------------------
+
+
+DONT_EDIT = (
+    "Do not edit git's own files — the worktree's .git pointer, its git folder, git configuration: they decide "
+    "which programs git runs for the person, outside the sandbox. "
+)
+
+
+def test_git_files_and_a_moved_branch_are_put_back_and_told_in_two_sentences(world, module):
+    git(world.worktree.path, "checkout", "-q", "-b", "elsewhere")
+    write(world.worktree.path / ".git", "gitdir: /tmp/the-models-own-git\n")
+    pointer = ".git was rewritten to 'gitdir: /tmp/the-models-own-git'"
+    assert module.guard().get() == [pointer, "HEAD was moved to refs/heads/elsewhere"]
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == (
+        f"git's own files were tampered with: {pointer}; HEAD was moved to refs/heads/elsewhere — put back"
+    )
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert note.instruction == (
+        f"{DONT_EDIT}In the last invocation {pointer}, and Lopen put it back. "
+        "Do not change branches, commit, reset or check out in git: Lopen commits verified work on "
+        f"{BRANCH} itself. In the last invocation HEAD was moved to refs/heads/elsewhere, and Lopen put it back."
+    )
+
+
+def test_git_files_alone_are_put_back_by_the_check_and_told_as_such(world, module):
+    private = world.root / ".git" / "worktrees" / world.worktree.path.name
+    write(world.worktree.path / ".git", "gitdir: /tmp/the-models-own-git\n")
+    write(private / "commondir", "/tmp/the-models-common-git\n")
+    wrong = module.check().get()
+    assert len(wrong) == 2 and wrong[0] == ".git was rewritten to 'gitdir: /tmp/the-models-own-git'"
+    assert "commondir" in wrong[1] and "/tmp/the-models-common-git" in wrong[1]
+    both = f"{wrong[0]}; {wrong[1]}"
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert (tripped.category, tripped.level, tripped.detail) == (
+        "git",
+        "warn",
+        f"git's own files were tampered with: {both} — put back",
+    )
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert (note.category, note.instruction) == (
+        "git",
+        f"{DONT_EDIT}In the last invocation {both}, and Lopen put it back.",
+    )
+    assert module.check().get() == []  # put back
+
+
+def test_head_alone_moved_is_put_back_by_the_check_and_told(world, module):
+    git(world.worktree.path, "checkout", "-q", "-b", "elsewhere")
+    assert module.check().get() == ["HEAD was moved to refs/heads/elsewhere"]
+    assert git(world.worktree.path, "symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    (tripped,) = world.events(ev.GuardrailTripped)
+    assert tripped.detail == "HEAD was moved to refs/heads/elsewhere — put back"
+    (note,) = world.events(ev.CorrectiveInstructionIssued)
+    assert note.instruction.startswith("Do not change branches") and "git's own files" not in note.instruction
+
+
+def test_nothing_moved_records_nothing(world, module):
+    assert module.check().get() == [] and module.guard().get() == []
+    assert world.events(ev.GuardrailTripped) == [] and world.events(ev.CorrectiveInstructionIssued) == []
+
+
+# -- a branch made before Lopen, commits' trailers and figures ------------------------------------------------
+
+
+def test_a_branch_made_before_lopen_while_the_checkout_is_on_an_orphan_branch_is_built_on(world):
+    """The person made ``lopen/auth`` (with work of theirs), then switched their checkout to a new branch
+    with no commit yet: Lopen starts from ``lopen/auth``'s tip, reports no move, and commits on top of it."""
+    git(world.root, "checkout", "-q", "-b", BRANCH)
+    write(world.root / "theirs.py", "T = 1\n")
+    git(world.root, "add", "theirs.py")
+    git(world.root, "commit", "-q", "-m", "their start")
+    theirs = git(world.root, "rev-parse", "HEAD")
+    git(world.root, "checkout", "-q", "--orphan", "fresh")
+    actor = world.start()
+    actor.ensure().get()
+    assert [(e.created, e.base) for e in world.events(ev.BranchEnsured)] == [(False, theirs)]
+    assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
+    write(world.worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    tip = actor.tip().get()
+    assert git(world.root, "rev-list", "--parents", "-n1", tip).split()[1:] == [theirs]
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.sha, commit.parent) == (tip, theirs)
+
+
+def test_a_tasks_commit_counts_the_lines_and_files_it_changed(world, module):
+    write(world.worktree.path / "app.py", "print('v2')\nprint('more')\n")  # 1 line out, 2 in
+    write(world.worktree.path / "core.py", "A = 1\nB = 2\nC = 3\n")  # 3 in
+    world.complete("core/1", world.worktree.tree())
+    module.tip().get()
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.added, commit.removed, commit.files) == (5, 1, 2)
+
+
+def test_a_tasks_commit_carries_the_chain_head_it_was_made_on(world, module):
+    world.refs[0].stop()  # no actor commits what follows until the next run
+    write(world.worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    version, digest = world.store.head(world.journal.stream)
+    world.start().ensure().get()  # the next run commits it: nothing is recorded before
+    (commit,) = world.events(ev.CommitRecorded)
+    assert commit.chain == f"{version} {digest}"
+    body = git(world.root, "log", "-n1", "--format=%B", commit.sha).strip().splitlines()
+    assert body[-3:] == ["Lopen-Task: core/1", f"Lopen-Session: {world.session}", f"Lopen-Chain: {version} {digest}"]
+
+
+def test_a_commit_made_by_a_killed_run_is_recorded_with_the_chain_its_trailer_names(world, module):
+    world.refs[0].stop()
+    write(world.worktree.path / "core.py", "C = 1\n")
+    tree = world.worktree.tree()
+    chain = "3 " + "ab" * 32
+    message = f"feat(auth): Sign tokens in core\n\nLopen-Task: core/1\nLopen-Session: s\nLopen-Chain: {chain}\n"
+    made = world.worktree.commit(tree, world.base, message)
+    world.complete("core/1", tree)
+    world.start().ensure().get()
+    assert world.worktree.tip() == made
+    (commit,) = world.events(ev.CommitRecorded)
+    assert (commit.sha, commit.chain, commit.parent) == (made, chain, world.base)
+    assert world.events(ev.Reverted) == []
+
+
+def test_a_lanes_worktree_left_after_a_commit_before_its_reset_shows_a_clean_status_next_run(world, module):
+    actor, worktree = lane(world, "core")
+    tip = build(world, actor, worktree, "core/1", {"core.py": "C = 1\n"})
+    assert git(worktree.path, "status", "--porcelain") != ""  # the index still the tree before the commit
+    actor.stop()
+    world.start(worktree, lane="core").ensure().get()
+    assert git(worktree.path, "status", "--porcelain") == ""
+    assert worktree.tip() == tip
+
+
+def test_a_branch_recorded_without_a_base_is_not_taken_for_a_move(world):
+    """A history from before Lopen recorded an existing branch's own tip as its base: the person's branch
+    was recorded with no base (their checkout was on an orphan branch). The next run finds the branch at
+    a commit while the history names none: nothing to compare, so nothing is reported as moved."""
+    git(world.root, "branch", BRANCH, world.base)
+    made, _base = world.worktree.ensure()
+    assert not made
+    world.journal.record(ev.BranchEnsured(branch=BRANCH, created=False, base="", worktree=str(world.worktree.path)))
+    world.start().ensure().get()
+    assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
+    assert world.worktree.tip() == world.base
