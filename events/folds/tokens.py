@@ -55,8 +55,13 @@ class TokenTotals(msgspec.Struct, kw_only=True):
         return money(self.cost, self.unpriced, self.calls)
 
     def add(self, event: ev.TokensUsed) -> None:
-        """Add one recorded model call."""
-        self.count(event.input, event.output, event.cache_read, event.cache_write, event.premium)
+        """Add one recorded model call (``count``'s sums, written out: a rebuild adds every call four times)."""
+        self.input += event.input
+        self.output += event.output
+        self.cache_read += event.cache_read
+        self.cache_write += event.cache_write
+        self.premium += event.premium
+        self.calls += 1
         if event.priced:
             self.cost += event.cost
         else:
@@ -64,7 +69,7 @@ class TokenTotals(msgspec.Struct, kw_only=True):
 
     def count(self, input: int, output: int, cache_read: int = 0, cache_write: int = 0, premium: float = 0.0) -> None:
         """Add one model call's usage (``add`` for a recorded call; the gateway's tally before it is
-        recorded). The only code in Lopen that sums token fields."""
+        recorded). With ``add``, the only code in Lopen that sums token fields."""
         self.input += input
         self.output += output
         self.cache_read += cache_read
