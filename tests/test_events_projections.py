@@ -490,6 +490,24 @@ class ProjectionsContract(BackendFixtures):
         assert result["events"] == 3 and not result["problems"]
         assert views.digest() == kept
 
+    def test_a_rebuild_restores_rows_changed_or_added_by_hand(self, store: EventStore) -> None:
+        """A rebuild writes only the rows that differ from the saved ones (a rebuild of rows already right
+        writes none): an edited row is written back and a row no projection makes is removed."""
+        views = store.projections.for_project(PROJECT)
+        journal = Journal(store, PROJECT, "auth")
+        journal.open_session(ev.SessionStarted(lopen_version="0.1"), DAY)
+        journal.record(
+            ev.InvocationStarted(invocation_id="inv-1", kind="task"), ev.TokensUsed(invocation_id="inv-1", input=1000)
+        )
+        views.rebuild()
+        kept = views.saved()
+        tokens = next(s.tracking_name for s in PROJECTIONS if s.name == "tokens")
+        edited, value = next((k, v) for k, v in kept["tokens"].items() if k.startswith("module:"))
+        store.backend.views.save([(tokens, edited, value.replace(b"1000", b"10")), (tokens, "module:x/y", b"{}")], [])
+        assert views.saved() != kept
+        views.rebuild()
+        assert views.saved() == kept
+
     def test_two_updaters_in_parallel_agree(self, connect: Connect) -> None:
         """Two processes' projection updaters over one store never double-count."""
         a, b = connect(), connect()
