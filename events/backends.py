@@ -487,9 +487,17 @@ class SQLiteViewRecorder(SQLiteTrackingRecorder):
             ahead = c.fetchone()[0]
             if ahead is not None and ahead > position:
                 raise Stale
-            c.execute(f"DELETE FROM projection_rows WHERE projection IN ({marks})", names)
+            # only the rows that differ are written: a rebuild of rows already right (a check) writes none
+            c.execute(f"SELECT projection, key, value FROM projection_rows WHERE projection IN ({marks})", names)
+            stored = {(projection, key): value for projection, key, value in c.fetchall()}
+            changed = [row for row in rows if stored.pop((row[0], row[1]), None) != row[2]]
+            c.executemany("DELETE FROM projection_rows WHERE projection=? AND key=?", list(stored))
+            c.executemany(
+                "INSERT INTO projection_rows VALUES (?,?,?) "
+                "ON CONFLICT (projection, key) DO UPDATE SET value=excluded.value",
+                changed,
+            )
             c.execute(f"DELETE FROM tracking WHERE application_name IN ({marks})", names)
-            c.executemany("INSERT INTO projection_rows VALUES (?,?,?)", rows)
             for name in names:
                 self._insert_tracking(c, Tracking(name, position))
 

@@ -254,6 +254,16 @@ class ModelSaid(Event, kw_only=True):
     agent_id: str = ""
 
 
+class ModelReasoned(Event, kw_only=True):
+    """A summary of the model's reasoning (``assistant.reasoning``: what the provider gives of its thinking,
+    whole), where the SDK reports one; apart from ``ModelSaid``: it was never said to anyone.
+    ``agent_id`` is set for a sub-agent's reasoning."""
+
+    invocation_id: str = ""
+    text: str
+    agent_id: str = ""
+
+
 class TokensUsed(Event, kw_only=True):
     """One model call's usage, recorded as it arrives (``call_id`` is the SDK's call id), so a crash
     loses nothing and nothing is counted twice. ``agent_id`` marks a sub-agent's call. ``cost`` is

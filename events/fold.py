@@ -140,12 +140,16 @@ class ModuleState(msgspec.Struct, kw_only=True):
 
     def apply(self, event: ev.Event, seq: int = 0) -> str | None:
         """Fold ``event`` in; a contradicting one is skipped and its problem returned (and kept)."""
-        problem = self.check(event)
-        if problem is not None:
-            text = f"event #{seq} {type(event).__name__} skipped: {problem}" if seq else problem
-            self.problems = [*self.problems[-19:], text]
-            return text
-        for effect, stamped in _EFFECTS.get(type(event), ()):
+        kind = type(event)
+        checks = _CHECKS.get(kind)
+        if checks is not None:  # ``check`` inlined: this runs for every event of every rebuild
+            for check in checks:
+                problem = check(self, event)
+                if problem is not None:
+                    text = f"event #{seq} {kind.__name__} skipped: {problem}" if seq else problem
+                    self.problems = [*self.problems[-19:], text]
+                    return text
+        for effect, stamped in _EFFECTS.get(kind, ()):
             if stamped:
                 effect(self, event, seq)
             else:

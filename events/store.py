@@ -82,6 +82,7 @@ from events.recorded import (
     META_PREFIX,
     Recorded,
     blob_stream,
+    is_history,
     is_legacy,
     legacy_owner,
     module_stream,
@@ -410,6 +411,22 @@ class EventStore:
                 page = self.backend.events.scan(after, size)
             if page:
                 yield self._recorded(page)
+            if len(page) < size:
+                return
+            after = page[-1][0]
+
+    def history_pages(self, after: int = 0, size: int = PAGE) -> Iterator[tuple[int, int, list[Recorded]]]:
+        """``pages`` of the module history streams only (what the projections read), each as ``(the last
+        seq read, how many events were read, the history events among them)``: an event of another stream
+        (a blob, a meta or a legacy stream) is passed over before it is decoded."""
+        while True:
+            with self._errors("read"):
+                page = self.backend.events.scan(after, size)
+            if page:
+                streams = {row[1] for row in page}
+                history = {stream for stream in streams if is_history(stream)}
+                kept = page if len(history) == len(streams) else [row for row in page if row[1] in history]
+                yield page[-1][0], len(page), self._recorded(kept)
             if len(page) < size:
                 return
             after = page[-1][0]

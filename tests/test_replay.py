@@ -372,3 +372,60 @@ def test_log_says_why_each_failed_or_incomplete_invocation_stopped_in_the_model_
     assert "why it stopped (it failed), in the model's words: The CLI timed out while the tests ran; giving up." in flat
     assert f"why it stopped (its task was not completed), in the model's words: {asked}" in flat
     assert flat.count("why it stopped") == 2  # not under inv-t3, which completed core/2
+
+
+def test_the_transcript_shows_the_model_s_reasoning_apart_from_what_it_said(tmp_path: Path) -> None:
+    """Issue 22, the transcript: a summary of the model's reasoning the SDK reports (``assistant.reasoning``)
+    goes from the gateway through the invoker into the store, and `lopen replay --transcript` shows it,
+    marked as reasoning, beside what the model said — which stays its words in `lopen log`."""
+    from copilot.generated.session_events import SessionEvent
+
+    from lopen.config import Settings
+    from lopen.copilot.gateway import _SessionRun
+    from lopen.workflow.invoke import Invoker
+
+    def sdk(kind: str, data: dict[str, object], agent: str = "") -> SessionEvent:
+        raw = {"id": "0b9e4a4e-7f41-4a52-9d0b-3a1f0f6f2b11", "timestamp": "2026-11-27T09:00:00Z", "type": kind}
+        return SessionEvent.from_dict({**raw, "data": data, **({"agentId": agent} if agent else {})})
+
+    thought = "The empty case is ambiguous.\nThe spec says nothing: better to ask than to guess."
+    asked = "Should `slugify` keep the separator when the text is empty? I stop here until someone decides."
+    streamed: list[object] = []
+    run = _SessionRun("scripted-main", streamed.append)
+    for event in (
+        sdk("assistant.reasoning", {"content": thought, "reasoningId": "r1"}),
+        sdk("assistant.reasoning", {"content": "Look in core.py only.", "reasoningId": "r2"}, agent="explore-1"),
+        sdk("assistant.message", {"content": asked, "messageId": "m1"}),
+        sdk("assistant.reasoning", {"content": "", "reasoningId": "r3"}),  # nothing to keep
+    ):
+        run.observe(event)
+
+    root = story_project(tmp_path / "project")
+    t = story.Clock()
+    t.now = story.START + 86_400
+    with EventStore.open(root) as store:
+        j = story.Journal(store, story.PROJECT, story.MODULE)
+        sid = j.open_session(ev.SessionStarted(at=t(), lopen_version="0.1.0"), today=story.DAY)
+        invoker = Invoker(j, None, Settings(), root)  # type: ignore[arg-type]  # converts, never invokes here
+        j.record(
+            ev.InvocationStarted(at=t(), invocation_id="inv-r", step=6, kind="task", component="core", task="core/2")
+        )
+        j.record(*(e for s in streamed if (e := invoker._event_for("inv-r", s)) is not None))  # type: ignore[arg-type]
+        j.record(ev.InvocationFinished(at=t(), invocation_id="inv-r", outcome="ok"))
+        j.close()
+        reasoned = [r.event for r in store.read_all() if isinstance(r.event, ev.ModelReasoned)]
+    assert [(e.text, e.agent_id, e.invocation_id) for e in reasoned] == [
+        (thought, "", "inv-r"),
+        ("Look in core.py only.", "explore-1", "inv-r"),
+    ]
+
+    text = ok(lopen(root, "replay", sid, "--transcript", columns=100))
+    lines = text.splitlines()
+    heading = next(i for i, line in enumerate(lines) if "the model's reasoning (a summary)" in line)
+    assert lines[heading + 1 : heading + 3] == thought.splitlines()
+    assert any("the model's reasoning (a summary) (sub-agent explore-1)" in line for line in lines)
+    said = next(i for i, line in enumerate(lines) if "the model said" in line)
+    assert lines[said + 1] == asked
+
+    flat = " ".join(ok(lopen(root, "log", "core/2", columns=200)).split())
+    assert f"in the model's words: {asked}" in flat  # its reasoning is not taken for what it said

@@ -100,8 +100,10 @@ def _check_components(s: ModuleState, e: ev.ComponentsRecorded) -> str | None:
     if cycle:
         return f"the components' depends_on form a cycle: {' → '.join(cycle)}"
     for slug, node in s.components.items():
+        if slug in graph:
+            continue
         started = [t for t in node.tasks if s.tasks[t].state != "pending"]
-        if slug not in graph and started:
+        if started:
             return f"component {slug} has started work ({', '.join(started)}) and cannot be dropped"
     return None
 

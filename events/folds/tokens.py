@@ -20,11 +20,13 @@ Money is summed here, never computed: each call's ``cost`` was priced once, when
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from events import catalogue as ev
 
-__all__ = ["TokenTotals", "dollars", "money"]
+__all__ = ["TokenTotals", "add_call", "dollars", "money"]
 
 
 class TokenTotals(msgspec.Struct, kw_only=True):
@@ -56,21 +58,35 @@ class TokenTotals(msgspec.Struct, kw_only=True):
 
     def add(self, event: ev.TokensUsed) -> None:
         """Add one recorded model call."""
-        self.count(event.input, event.output, event.cache_read, event.cache_write, event.premium)
-        if event.priced:
-            self.cost += event.cost
-        else:
-            self.unpriced += 1
+        add_call((self,), event)
 
     def count(self, input: int, output: int, cache_read: int = 0, cache_write: int = 0, premium: float = 0.0) -> None:
         """Add one model call's usage (``add`` for a recorded call; the gateway's tally before it is
-        recorded). The only code in Lopen that sums token fields."""
+        recorded). With ``add_call``, the only code in Lopen that sums token fields."""
         self.input += input
         self.output += output
         self.cache_read += cache_read
         self.cache_write += cache_write
         self.premium += premium
         self.calls += 1
+
+
+def add_call(totals: Iterable[TokenTotals], event: ev.TokensUsed) -> None:
+    """Add one recorded model call to each of ``totals`` (``TokenTotals.add``; the tokens projection adds a
+    call to its invocation's, session's, module's and task's rows at once: a rebuild does it for every call)."""
+    input, output, cache_read, cache_write = event.input, event.output, event.cache_read, event.cache_write
+    premium, priced, cost = event.premium, event.priced, event.cost
+    for row in totals:
+        row.input += input
+        row.output += output
+        row.cache_read += cache_read
+        row.cache_write += cache_write
+        row.premium += premium
+        row.calls += 1
+        if priced:
+            row.cost += cost
+        else:
+            row.unpriced += 1
 
 
 def dollars(amount: float) -> str:

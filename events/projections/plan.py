@@ -17,7 +17,7 @@ from typing import Any
 
 from events.catalogue import EVENT_TYPES, Event
 from events.errors import StoreWriteError
-from events.fold import ModuleState, render_plan
+from events.fold import FOLDED, ModuleState, render_plan
 from events.projections.base import Projection, Table
 
 PlanView = ModuleState
@@ -29,9 +29,12 @@ def key(project: str, module: str) -> str:
 
 
 def _fold(t: Plans, seq: int, e: Event) -> None:
-    k = key(e.project, e.module)
-    state = t.get(k) or ModuleState(project=e.project, module=e.module)
-    state.apply(e, seq)
+    k = f"{e.project}/{e.module}"  # key(), inlined: every event of every module comes here
+    state = t.get(k)
+    if state is None:
+        state = ModuleState(project=e.project, module=e.module)
+    if type(e) in FOLDED:
+        state.apply(e, seq)
     state.version += 1
     t.put(k, state)
 

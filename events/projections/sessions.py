@@ -58,7 +58,16 @@ def _row(t: Sessions, seq: int, e: ev.Event) -> SessionView | None:
 
 
 def _touch(t: Sessions, seq: int, e: ev.Event) -> None:
-    _row(t, seq, e)
+    """``_row``, inlined: most events come here."""
+    if not e.session_id:
+        return
+    key = f"{e.project}/{e.session_id}"
+    row = t.get(key)
+    if row is None:
+        row = SessionView(id=e.session_id, module=e.module, project=e.project, started_at=e.at, first_seq=seq)
+    row.updated_at = e.at
+    row.last_seq = seq
+    t.put(key, row)
 
 
 def _started(t: Sessions, seq: int, e: ev.SessionStarted) -> None:

@@ -12,7 +12,7 @@ oracle's, which ``oracle_invocations`` counts); the context window is the latest
 from __future__ import annotations
 
 from events import catalogue as ev
-from events.folds.tokens import TokenTotals
+from events.folds.tokens import TokenTotals, add_call
 from events.projections.base import Projection, Table
 
 __all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens", "task_key"]
@@ -65,8 +65,7 @@ def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
 
 
 def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
-    for row in _rows(t, e, e.invocation_id):
-        row.add(e)
+    add_call(_rows(t, e, e.invocation_id), e)
 
 
 def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:

@@ -9,7 +9,8 @@ How the record maps onto the format:
   field, in any order, each matched whole), with ``max_uses`` = its number of model calls, so that
   invocations with the same header (an oracle that rejects, then passes) are answered in order;
 - each model call becomes a turn: the ``TokensUsed`` that reported it (its usage), the ``ModelSaid`` of
-  that call (its text: an oracle's is the verdict's JSON) and the ``ToolCalled`` events that follow,
+  that call (its text: an oracle's is the verdict's JSON), its ``ModelReasoned`` (its reasoning) and the
+  ``ToolCalled`` events that follow,
   up to the next model call — the CLI records a call's usage and message before it runs its tools;
 - paths in tool arguments that name the folder the model worked in (the session's worktrees) become
   ``{{cwd}}``, which the scripted model replaces with the replay's working directory.
@@ -45,6 +46,7 @@ class _Call:
 
     usage: ev.TokensUsed | None = None
     said: str | None = None
+    reasoning: str = ""
     calls: list[ev.ToolCalled] = field(default_factory=list)
 
 
@@ -77,6 +79,11 @@ class _Invocation:
                 self.calls.append(_Call(said=event.text))
             else:
                 last.said = event.text
+        elif isinstance(event, ev.ModelReasoned):  # the CLI reports it after the call's message
+            if last is None or last.calls or last.reasoning:
+                self.calls.append(_Call(reasoning=event.text))
+            else:
+                last.reasoning = event.text
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,10 @@ def playbook_of(records: Iterable[Recorded], prompt_text: Any, *, name: str, fol
             worked_in.add(e.worktree)
         elif isinstance(e, ev.InvocationStarted):
             invocations[e.invocation_id] = _Invocation(e, rec.seq)
-        elif isinstance(e, ev.TokensUsed | ev.ModelSaid | ev.ToolCalled) and e.invocation_id in invocations:
+        elif (
+            isinstance(e, ev.TokensUsed | ev.ModelSaid | ev.ModelReasoned | ev.ToolCalled)
+            and e.invocation_id in invocations
+        ):
             invocations[e.invocation_id].take(e)
     paths = sorted((p.rstrip("/") for p in worked_in if p and p.rstrip("/")), key=len, reverse=True)
 
@@ -175,7 +185,7 @@ def playbook_of(records: Iterable[Recorded], prompt_text: Any, *, name: str, fol
             if (u := call.usage) is not None:
                 cached = min(u.cache_read, u.input)  # a provider may count cache reads outside the input
                 usage = Usage(prompt_tokens=u.input, completion_tokens=u.output, cached_tokens=cached)
-            played.append(Turn(text=call.said or "", tool_calls=tools, usage=usage))
+            played.append(Turn(text=call.said or "", reasoning=call.reasoning, tool_calls=tools, usage=usage))
             tool_calls += len(tools)
         turns += len(played)
         rule_name = label if names[label] == 1 else f"{label}-{names[label]}"
@@ -244,6 +254,8 @@ def _rule_data(rule: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if turn.get("text"):
             out["text"] = turn["text"]
+        if turn.get("reasoning"):
+            out["reasoning"] = turn["reasoning"]
         if turn.get("usage"):
             out["usage"] = turn["usage"]
         if turn.get("tool_calls"):

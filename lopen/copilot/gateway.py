@@ -29,6 +29,7 @@ from lopen.copilot.caps import InvocationCap
 from lopen.copilot.classify import ErrorEvidence
 from lopen.copilot.results import (
     AssistantDelta,
+    AssistantReasoning,
     AssistantText,
     Attempt,
     ContextMeasured,
@@ -637,6 +638,10 @@ class _SessionRun:
             if not self.agent:
                 self.final_message = data.content
             self.emit(AssistantText(text=data.content, agent_id=self.agent))
+
+    def _on_AssistantReasoningData(self, data: Any) -> None:
+        if data.content:
+            self.emit(AssistantReasoning(text=data.content, agent_id=self.agent))
 
     def _on_AssistantMessageDeltaData(self, data: Any) -> None:
         text = getattr(data, "delta_content", None) or ""

@@ -145,6 +145,13 @@ class AssistantText(StreamEvent, frozen=True):
     agent_id: str = ""
 
 
+class AssistantReasoning(StreamEvent, frozen=True):
+    """A summary of the model's reasoning, whole (the SDK's ``assistant.reasoning``; recorded)."""
+
+    text: str
+    agent_id: str = ""
+
+
 class AssistantDelta(StreamEvent, frozen=True):
     """A piece of the model's message as it streams (for live views; never recorded)."""
 

@@ -67,6 +67,7 @@ class Turn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """
 
     text: str = ""
+    reasoning: str = ""  # a summary of the model's thinking, sent as ``reasoning_content``
     tool_calls: list[ToolCall] = []
     usage: Usage | None = None
     fault: FaultKind | None = None

@@ -428,6 +428,8 @@ class _Handler(BaseHTTPRequestHandler):
             message: dict[str, Any] = {"role": "assistant", "content": turn.text or (None if calls else "")}
             if calls:
                 message["tool_calls"] = calls
+            if turn.reasoning:
+                message["reasoning_content"] = turn.reasoning
             choice = {"index": 0, "message": message, "finish_reason": finish}
             self._send_json(200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage})
             return
@@ -443,6 +445,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self._write_chunk(event({"role": "assistant", "content": ""}))
+        for piece in _pieces(turn.reasoning):
+            self._write_chunk(event({"reasoning_content": piece}))
         for piece in _pieces(turn.text):
             self._write_chunk(event({"content": piece}))
         for i, call in enumerate(calls):

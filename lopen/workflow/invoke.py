@@ -35,6 +35,7 @@ from events.journal import Fenced, Journal, JournalClosed
 from lopen.config import Settings
 from lopen.copilot import InvocationRequest, InvocationResult, LopenTool
 from lopen.copilot.results import (
+    AssistantReasoning,
     AssistantText,
     ErrorKind,
     ModelFellBack,
@@ -466,6 +467,8 @@ class Invoker:
             )
         if isinstance(event, AssistantText):
             return ev.ModelSaid(invocation_id=invocation_id, text=event.text, agent_id=event.agent_id)
+        if isinstance(event, AssistantReasoning):
+            return ev.ModelReasoned(invocation_id=invocation_id, text=event.text, agent_id=event.agent_id)
         if isinstance(event, ModelFellBack):
             return ev.ModelFellBack(
                 invocation_id=invocation_id, from_model=event.from_model, to_model=event.to_model, why=event.why

@@ -498,6 +498,14 @@ def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_eac
     # what the model said, verbatim
     said = [e.text for e in events if isinstance(e, ev.ModelSaid)]
     assert said and all(s in text for s in said)
+    # the model's reasoning (the playbook gives one turn of core/1 a `reasoning`: the CLI reports it as
+    # assistant.reasoning), recorded with its invocation and shown apart from what it said
+    (reasoned,) = [e for e in events if isinstance(e, ev.ModelReasoned)]
+    thought = "SLUG-01 asks for NFKD normalization and lowercase.\nFirst, see what the project holds"
+    assert reasoned.text.startswith(thought) and reasoned.invocation_id == started.invocation_id
+    rows = text.splitlines()
+    heading = next(i for i, row in enumerate(rows) if "the model's reasoning (a summary)" in row)
+    assert rows[heading + 1 : heading + 3] == reasoned.text.splitlines()
     # a tool result longer than the old 300-character cut, whole — exactly what the model got back
     long_calls = [e for e in events if isinstance(e, ev.ToolCalled) and e.result_blob]
     assert long_calls
@@ -519,8 +527,8 @@ def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_eac
 
 def conversation_of(events: list[ev.Event], folder: str) -> dict[str, list]:
     """What a session's model did, in a form two runs in two folders can be compared by: per invocation in
-    order (kind, task, component), per model call its usage, what the model said and its tool calls (names
-    and arguments, the folder written as <cwd>, sorted within the call: the CLI runs them in parallel);
+    order (kind, task, component), per model call its usage, what the model said, its reasoning and its tool
+    calls (names and arguments, the folder written as <cwd>, sorted within the call: the CLI runs them in parallel);
     the oracle's verdicts; the commits' messages and trees."""
 
     def portable(arguments: dict) -> str:
@@ -533,9 +541,13 @@ def conversation_of(events: list[ev.Event], folder: str) -> dict[str, list]:
             invocations[e.invocation_id] = [e.kind, e.task, e.component]
             calls[e.invocation_id] = []
         elif isinstance(e, ev.TokensUsed):
-            calls[e.invocation_id].append({"usage": (e.input, e.output, e.cache_read), "said": "", "tools": []})
+            calls[e.invocation_id].append(
+                {"usage": (e.input, e.output, e.cache_read), "said": "", "reasoning": "", "tools": []}
+            )
         elif isinstance(e, ev.ModelSaid):
             calls[e.invocation_id][-1]["said"] = e.text
+        elif isinstance(e, ev.ModelReasoned):
+            calls[e.invocation_id][-1]["reasoning"] = e.text
         elif isinstance(e, ev.ToolCalled):
             calls[e.invocation_id][-1]["tools"].append((e.tool, portable(e.arguments)))
     for made in calls.values():

@@ -127,6 +127,9 @@ SHAPES: dict[type[Event], _Shape] = {
         lambda e: frozenset() if e.success else frozenset({"result_summary"}),
     ),
     ev.ModelSaid: _Shape(None, frozenset({"text"}), lambda e, full: [_tail(e.text, 6, full)] if e.text.strip() else []),
+    ev.ModelReasoned: _Shape(
+        None, frozenset({"text"}), lambda e, full: [f"reasoning: {_tail(e.text, 6, full)}"] if e.text.strip() else []
+    ),
     ev.TaskStatusChanged: _Shape(
         lambda e, g: f"{e.task_id} {e.from_state} {g.arrow} {e.to_state}",
         frozenset({"task_id", "from_state", "to_state", "reason"}),

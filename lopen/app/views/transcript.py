@@ -27,6 +27,7 @@ from events.store import EventStore
 KINDS = (
     ev.InvocationStarted,
     ev.ModelSaid,
+    ev.ModelReasoned,
     ev.ToolCalled,
     ev.OracleVerdictRecorded,
     ev.CompletionRefused,
@@ -101,6 +102,9 @@ class TranscriptView:
         if isinstance(e, ev.ModelSaid):
             who = f" (sub-agent {e.agent_id})" if e.agent_id else ""
             return [self._rule(f"{stamp} the model said{who}"), *self._body(e.text)]
+        if isinstance(e, ev.ModelReasoned):
+            who = f" (sub-agent {e.agent_id})" if e.agent_id else ""
+            return [self._rule(f"{stamp} the model's reasoning (a summary){who}"), *self._body(e.text)]
         if isinstance(e, ev.ToolCalled):
             mark = self.good if e.success else f"{self.bad} failed"
             extra = ", ".join(
