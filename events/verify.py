@@ -52,6 +52,8 @@ _MARKED = slice(-TAIL, -WIDTH - len(END))
 
 
 Tip = tuple[int, bytes, int, str]  # the last event checked in a stream: (version, digest, seq, topic)
+HeadAt = tuple[int, bytes]  # a stream's recorded head: (version, digest of its newest event)
+CATCH_UP = 20  # rounds of reading a stream again while another writer appends to it
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def verify(store: EventStore, stream: str | None = None, *, full: bool = False) 
             audited = remembered[blobs[-1][0]][3]
         looked = {sid for sid, _ in blobs}
     tips = _check_anchors(store, remembered, anchors, looked)
+    # The heads before the events: every event a head names was committed with it, so the walk that
+    # follows meets it; one appended while we walk has a newer head (``_Walk.finish`` reads it then).
+    heads = recorder.chain_heads(stream)
     walk = _Walk(store, {} if full else tips)
     if full and stream is None:  # each verified blob, as the walk hashes it, against what was verified
         walk.witnessed = {sid: v for sid, v in remembered.items() if sid.startswith(BLOB_PREFIX)}
@@ -102,7 +107,7 @@ def verify(store: EventStore, stream: str | None = None, *, full: bool = False) 
     else:
         tip = walk.tips.get(stream)
         walk.feed_stream(stream, tip[0] if tip else 0)
-    walk.finish(recorder.chain_heads(stream), only=stream)
+    walk.finish(heads, only=stream)
     for sid in walk.witnessed.keys() - walk.touched.keys():  # a verified blob the walk did not meet
         _check_anchors(store, {sid: walk.witnessed[sid]}, [], {sid})  # names it: gone
     now = time.time()
@@ -167,6 +172,8 @@ def _check_anchors(
         if not sid:
             continue
         row = found.get(sid)
+        if row is not None and row[2] != version:  # another verification moved the position meanwhile
+            row, _ = store.backend.events.chain_event(sid, version)  # (read apart from ``remembered``)
         if row is None and sid.startswith(BLOB_PREFIX) and sid not in looked:
             tips[sid] = (version, expected, seq, "")  # one event, verified before: trusted until its turn
             continue
@@ -246,12 +253,7 @@ class _Walk:
         for sid in sorted(set(heads) | set(self.touched)):
             if only is not None and sid != only:
                 continue
-            tip = self.tips.get(sid)
-            head = heads.get(sid)
-            if head is not None and (tip is None or tip[0] < head[0]):
-                self.feed_stream(sid, tip[0] if tip else 0)  # appended while we read, or deleted
-                heads = {**heads, **self.store.backend.events.chain_heads(sid)}
-                head, tip = heads.get(sid), self.tips.get(sid)
+            tip, head = self._caught_up(sid, self.tips.get(sid), heads.get(sid))
             if tip is None or head is None:
                 if tip is None and head is not None and head[0] > 0:
                     raise ChainBroken(
@@ -294,6 +296,30 @@ class _Walk:
             if link != head[1]:
                 row = self._row(sid, version)
                 raise rewritten(row, head[1], link, f"the head of {sid} recorded when it was appended")
+
+    def _caught_up(self, sid: str, tip: Tip | None, head: HeadAt | None) -> tuple[Tip | None, HeadAt | None]:
+        """The stream's walked tip and the head to hold it to, other writers appending meanwhile: a head
+        read before the walk names events the walk must meet (fewer: deleted); events walked past it
+        were appended since, so the head is read again — and the event the older head named must still
+        hash as it did. Gives up catching up with a writer that never pauses after ``CATCH_UP`` rounds."""
+        for _ in range(CATCH_UP):
+            if head is not None and (tip is None or tip[0] < head[0]):
+                self.feed_stream(sid, tip[0] if tip else 0)  # the scan's pages ended before it
+                tip = self.tips.get(sid)
+                if tip is None or tip[0] < head[0]:
+                    break  # committed before we looked, gone now: deleted
+            if tip is None or (head is not None and tip[0] <= head[0]):
+                break
+            fresh = self.store.backend.events.chain_heads(sid).get(sid)
+            if fresh is None or fresh[0] < tip[0]:
+                return tip, fresh  # events past every head Lopen recorded: not appended by Lopen
+            if head is not None and head[0] < fresh[0]:
+                row = self._row(sid, head[0])  # the newest event then, as it was appended
+                actual = digest(row[3], row[4], row[5])
+                if actual != head[1]:
+                    raise rewritten(row, head[1], actual, f"the head of {sid} recorded when it was appended")
+            head = fresh
+        return tip, head
 
     # -- naming what does not fit -------------------------------------------------------------------------
 

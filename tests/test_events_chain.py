@@ -237,6 +237,44 @@ class ChainContract(BackendFixtures):
             store.verify()
         assert (caught.value.version, caught.value.event_type) == (21, "TokensUsed")
 
+    def test_a_check_racing_another_check_is_not_a_rewrite(
+        self, store: EventStore, connect: Connect, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """CI (two machines on PostgreSQL): a check read where the last one stopped, another check moved it
+        on, and the event read "there" was the one at the new position — a rewrite was reported."""
+        fill(store)
+        store.verify()
+        recorder = store.backend.events
+        stale, _ = recorder.chain_verified(None)  # what this check reads first …
+        store.append(AUTH, [ev.ProgressReported(progress="more"), ev.ProgressReported(progress="again")])
+        connect().verify()  # … another process's check moves the position on …
+        real = recorder.chain_verified
+        monkeypatch.setattr(recorder, "chain_verified", lambda stream: (stale, real(stream)[1]))  # … then the rows
+        assert store.verify().events == 2
+
+    def test_a_check_racing_a_writer_that_never_pauses_is_not_a_deletion(
+        self, store: EventStore, connect: Connect, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """CI: a worker appended while the check read the stream and again while it read it once more; the
+        head read last was ahead of every read, and events were reported "deleted outside Lopen"."""
+        fill(store)
+        store.verify()
+        writer = connect()
+        recorder = store.backend.events
+        for name in ("chain_scan", "chain_stream"):  # every read of events is followed by another append
+            real = getattr(recorder, name)
+
+            def read_then_append(*args: object, real=real) -> list:  # type: ignore[no-untyped-def]
+                rows = real(*args)
+                writer.append(AUTH, [ev.ProgressReported(progress="meanwhile")])
+                return rows
+
+            monkeypatch.setattr(recorder, name, read_then_append)
+        report = store.verify()
+        assert report.full is False and writer.version(AUTH) > len(history())  # no alarm, while it grew
+        monkeypatch.undo()
+        assert store.verify(full=True).events == writer.version(AUTH) + 3  # every event, intact
+
     def test_racing_appenders_never_claim_the_same_predecessor(self, store: EventStore, root: Path, url: str) -> None:
         script = textwrap.dedent(
             """
