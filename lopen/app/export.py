@@ -93,12 +93,7 @@ def export(project: Project, session: str, out: Path | None = None) -> dict[str,
     try:
         views = store.projections
         views.catch_up()
-        row = views.sessions.get(session)
-        if row is None:
-            queries.module_of_session(session)  # a malformed id says so
-            raise LopenError(
-                f"no session {session}", "this project's event store has none by that id", "see `lopen session list`"
-            )
+        row = queries.session_row(views, session)
         stream = module_stream(project_id, row.module)
         rows = [r for r in store.chain_rows(stream) if r[0] <= row.last_seq]
         heads = store.backend.events.chain_heads()

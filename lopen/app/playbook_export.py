@@ -275,12 +275,7 @@ def export_playbook(project: Project, session: str, out: Path | None = None) -> 
     try:
         views = store.projections
         views.catch_up()
-        row = views.sessions.get(session)
-        if row is None:
-            queries.module_of_session(session)  # a malformed id says so
-            raise LopenError(
-                f"no session {session}", "this project's event store has none by that id", "see `lopen session list`"
-            )
+        row = queries.session_row(views, session)
         recording = playbook_of(
             session_records(store, project_id, session),
             lambda key: store.blob(project_id, key),

@@ -487,6 +487,18 @@ def has_spec(project: Project, module: str) -> bool:
 # -- helpers --------------------------------------------------------------------------------------------
 
 
+def session_row(views: Any, session_id: str) -> Any:
+    """The session's row of the projections (caught up by the caller), or a what/why/fix error: a
+    malformed id says so, a well-formed one that is not in this project's store says that."""
+    row = views.sessions.get(session_id)
+    if row is None:
+        module_of_session(session_id)
+        raise LopenError(
+            f"no session {session_id}", "this project's event store has none by that id", "see `lopen session list`"
+        )
+    return row
+
+
 def no_session(session_id: str) -> LopenError:
     return LopenError(f"no session {session_id}", "this project's event store has none by that id", "list_sessions")
 

@@ -282,20 +282,7 @@ class Invoker:
         def make(wanted: SummaryWanted) -> str:
             invocation_id = new_invocation_id(Kind.SUMMARY)
             prompt = summary_prompt(where, wanted)
-            request = InvocationRequest(
-                models=self.models_for(Kind.SUMMARY),
-                prompt=prompt,
-                system_message=SUMMARY_SYSTEM,
-                system_mode="replace",
-                working_directory=str(self.workdir),
-                timeout=self.settings.copilot.invocation_timeout,
-                max_turns=self.settings.copilot.max_turns_per_invocation,
-                max_tokens=self.settings.copilot.max_tokens_per_invocation,
-                budget=self._budget(where.task),
-                cli_tools=(),
-                traceparent=self.traceparent(invocation_id) if self.traceparent else "",
-                conversation_id=invocation_id,
-            )
+            request = self._toolless(Kind.SUMMARY, invocation_id, prompt, SUMMARY_SYSTEM, self._budget(where.task))
             self.journal.record(
                 ev.InvocationStarted(
                     invocation_id=invocation_id,
@@ -366,25 +353,34 @@ class Invoker:
         lane = self.journal.read(lambda s: s.lanes.get(component)) if component else None
         return lane.branch if lane is not None and lane.branch else f"lopen/{self.journal.module}"
 
+    def _toolless(
+        self, kind: Kind, invocation_id: str, prompt: str, system: str, budget: Callable[[], str] | None = None
+    ) -> InvocationRequest:
+        """The request of a session with no tools at all (the oracle's, a summary's): its model chain, the
+        system message replaced, the same time, turn and token caps as every invocation."""
+        copilot = self.settings.copilot
+        return InvocationRequest(
+            models=self.models_for(kind),
+            prompt=prompt,
+            system_message=system,
+            system_mode="replace",
+            working_directory=str(self.workdir),
+            timeout=copilot.invocation_timeout,
+            max_turns=copilot.max_turns_per_invocation,
+            max_tokens=copilot.max_tokens_per_invocation,
+            budget=budget,
+            cli_tools=(),
+            traceparent=self.traceparent(invocation_id) if self.traceparent else "",
+            conversation_id=invocation_id,
+        )
+
     def invoke_oracle(
         self, prompt: str, system: str, parent_invocation: str, *, scope: str, target: str, instructions: str = ""
     ) -> tuple[str, InvocationResult]:
         """An oracle session: no tools at all, the oracle model chain, recorded as its own invocation
         (``kind="oracle"``) under the invocation whose verify tool asked. Returns (its id, the result)."""
         invocation_id = new_invocation_id(Kind.ORACLE)
-        request = InvocationRequest(
-            models=self.models_for(Kind.ORACLE),
-            prompt=prompt,
-            system_message=system,
-            system_mode="replace",
-            working_directory=str(self.workdir),
-            timeout=self.settings.copilot.invocation_timeout,
-            max_turns=self.settings.copilot.max_turns_per_invocation,
-            max_tokens=self.settings.copilot.max_tokens_per_invocation,
-            cli_tools=(),
-            traceparent=self.traceparent(invocation_id) if self.traceparent else "",
-            conversation_id=invocation_id,
-        )
+        request = self._toolless(Kind.ORACLE, invocation_id, prompt, system)
         parent = self.journal.read(lambda s: s.invocations.get(parent_invocation))
         self.journal.record(
             ev.InvocationStarted(
