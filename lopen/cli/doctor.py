@@ -74,12 +74,17 @@ def check_cli(cli_path: str) -> Check:
 
 
 async def _ping(path: str) -> int | None:
-    import tempfile
-
+    """The CLI's protocol version, from an SDK ping. Its state goes to one folder of Lopen's user cache,
+    the same each time (``~/.cache/lopen/doctor``): a temporary one was left behind, the CLI writing its
+    log there after it was stopped."""
     from copilot import CopilotClient, RuntimeConnection
 
+    from lopen.copilot.install import cache_home
+
+    home = cache_home() / "lopen" / "doctor"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
     connection = RuntimeConnection.for_stdio(path=path)
-    connection.env = {**os.environ, "COPILOT_HOME": tempfile.mkdtemp(prefix="lopen-doctor-")}
+    connection.env = {**os.environ, "COPILOT_HOME": str(home)}
     client = CopilotClient(connection=connection)
     await client.start()
     try:
