@@ -74,17 +74,13 @@ def check_cli(cli_path: str) -> Check:
 
 
 async def _ping(path: str) -> int | None:
-    """The CLI's protocol version, from an SDK ping. Its state goes to one folder of Lopen's user cache,
-    the same each time (``~/.cache/lopen/doctor``): a temporary one was left behind, the CLI writing its
-    log there after it was stopped."""
+    """The CLI's protocol version, from an SDK ping, its state kept in ``doctor_home()``."""
     from copilot import CopilotClient, RuntimeConnection
 
-    from lopen.copilot.install import cache_home
+    from lopen.app.setup import doctor_home
 
-    home = cache_home() / "lopen" / "doctor"
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
     connection = RuntimeConnection.for_stdio(path=path)
-    connection.env = {**os.environ, "COPILOT_HOME": str(home)}
+    connection.env = {**os.environ, "COPILOT_HOME": str(doctor_home())}
     client = CopilotClient(connection=connection)
     await client.start()
     try:
