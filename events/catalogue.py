@@ -108,6 +108,7 @@ class SessionStarted(Event, kw_only=True):
     worker: str = ""
     command: str = ""  # what started it: run, plan, build, spec draft, demo
     started_by: str = ""  # who: cli:<user>, tui:<user>, worker:<host:pid> ("" before Lopen recorded it)
+    traceparent: str = ""  # the W3C trace context the run was started in (TRACEPARENT), linked from its span
 
 
 class SessionPaused(Event, kw_only=True):
@@ -117,6 +118,7 @@ class SessionPaused(Event, kw_only=True):
 
 class SessionResumed(Event, kw_only=True):
     reason: str = ""
+    traceparent: str = ""  # as SessionStarted's: the caller's trace, linked from this run's span
 
 
 class SessionCompleted(Event, kw_only=True):

@@ -233,11 +233,11 @@ class Journal:
                 return session_id
             raise ConcurrencyConflict(self.stream, self._state.version, self.store.version(self.stream))
 
-    def resume_session(self, session_id: str, reason: str) -> None:
+    def resume_session(self, session_id: str, reason: str, *, traceparent: str = "") -> None:
         with self._lock:
             self.session_id = session_id
             self._closed = False
-            self.record(ev.SessionResumed(reason=reason))
+            self.record(ev.SessionResumed(reason=reason, traceparent=traceparent))
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -352,5 +352,5 @@ class FencedJournal(Journal):
     def open_session(self, started: ev.SessionStarted, today: date | None = None) -> str:
         raise TypeError("a lane's journal opens no session: the module's journal does")
 
-    def resume_session(self, session_id: str, reason: str) -> None:
+    def resume_session(self, session_id: str, reason: str, *, traceparent: str = "") -> None:
         raise TypeError("a lane's journal resumes no session: the module's journal does")

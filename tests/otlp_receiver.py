@@ -58,6 +58,7 @@ class ReceivedSpan:
     status_message: str
     service: str
     resource: dict[str, Any] = field(default_factory=dict)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (trace id, span id), hex
 
 
 def _hex_ids_to_base64(data: Any) -> Any:
@@ -65,7 +66,7 @@ def _hex_ids_to_base64(data: Any) -> Any:
     if isinstance(data, dict):
         out = {}
         for key, value in data.items():
-            if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):
+            if key in ("traceId", "spanId", "parentSpanId") and isinstance(value, str):  # also in links
                 out[key] = base64.b64encode(bytes.fromhex(value)).decode()
             else:
                 out[key] = _hex_ids_to_base64(value)
@@ -155,6 +156,7 @@ class OtlpReceiver:
                                 status_message=s.status.message,
                                 service=resource.get("service.name", ""),
                                 resource=resource,
+                                links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
                             )
                         )
         return out

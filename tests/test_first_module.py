@@ -99,10 +99,15 @@ def test_git_without_an_identity_is_reported_with_the_fix(tmp_path: Path) -> Non
 
 
 def test_doctor_lists_every_way_to_get_a_model(tmp_path: Path, cli_path: str) -> None:
-    env = clean_env(tmp_path / "home", COPILOT_CLI_PATH=cli_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = clean_env(tmp_path / "home", COPILOT_CLI_PATH=cli_path, TMPDIR=str(temp), PYTHONPATH=str(REPO))
     out = lopen(tmp_path, env, "doctor")
     assert out.returncode == 1
     text = out.stdout
+    assert "✓ copilot cli" in text  # the CLI answered a ping, from a home of its own …
+    assert not [p for p in temp.iterdir() if p.name.startswith("lopen-")]  # … in its cache, not a new temp folder
+    assert (tmp_path / "home" / ".cache" / "lopen" / "doctor").is_dir()
     assert "✗ credentials:" in text
     assert "fix: three ways to get a model:" in text
     assert "1. GitHub Copilot: `lopen auth login`" in text

@@ -99,10 +99,15 @@ def test_a_stop_while_the_child_asks_ends_it_cleanly(tmp_path: Path) -> None:
     run.store.close()
 
 
-def test_an_approval_at_the_gate_is_recorded_as_the_tuis_and_the_run_goes_on(tmp_path: Path) -> None:
+def test_an_approval_at_the_gate_is_recorded_as_the_tuis_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Approved in the dialog: recorded through the app's command (as ``tui:<user>``), then the run
     goes on (the demo's project and scripted model, the real CLI) — stopped once its session is open
-    (Ctrl+C in the TUI), so it ends paused, exit 130, and its session id came over the pipe."""
+    (Ctrl+C in the TUI), so it ends paused, exit 130, and its session id came over the pipe. Started
+    inside a CI job's trace (``TRACEPARENT``), the run records it, for its span to link to."""
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    monkeypatch.setenv("TRACEPARENT", caller)
     from events import catalogue as ev
     from events.store import EventStore
     from lopen.app.demo import MODULE as DEMO
@@ -131,3 +136,4 @@ def test_an_approval_at_the_gate_is_recorded_as_the_tuis_and_the_run_goes_on(tmp
     assert [e.reason for e in events if isinstance(e, ev.SessionPaused)] == ["interrupted"]
     (started,) = [e for e in events if isinstance(e, ev.SessionStarted)]
     assert started.started_by.startswith("tui") and started.command == "run"  # who started it, and how
+    assert started.traceparent == caller

@@ -193,6 +193,32 @@ def test_a_resumed_session_exports_its_new_run_and_counts_the_whole_session(
     assert commits.start_time_unix_nano == round(first_run[0].at * 1e9)
 
 
+def test_a_run_started_inside_a_callers_trace_links_to_it_live_and_rebuilt(
+    tmp_path: Path, project: Path, otlp_receiver: OtlpReceiver
+) -> None:
+    """A CI job's TRACEPARENT, recorded with the run that resumed the session: the run's span links to
+    the job's span, live and from `lopen trace` alike (its own ids stay derived from the session)."""
+    from events import catalogue as ev
+
+    caller = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
+    resumed = ev.SessionResumed(at=1_795_000_100.0, session_id=SESSION, traceparent=f"00-{caller[0]}-{caller[1]}-01")
+    with EventStore.open(project) as store:
+        handle = attach(store, PROJECT, Settings(), environ={"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_receiver.url})
+        paused = ev.SessionPaused(at=1_795_000_101.0, session_id=SESSION)
+        store.append(module_stream(PROJECT, MODULE), [resumed, paused])
+        handle.close()
+    (live,) = [s for s in otlp_receiver.spans() if s.name == "run slugify" and s.links]
+    assert live.links == [caller]
+    assert live.trace_id == f"{ids.trace_id(PROJECT, SESSION):032x}" != caller[0]  # still the session's trace
+
+    with OtlpReceiver() as rebuilt:
+        done = lopen("trace", SESSION, "--endpoint", rebuilt.url, cwd=project, env=clean_env(tmp_path))
+        assert done.returncode == 0, done.stderr
+        runs = [s for s in rebuilt.spans() if s.name == "run slugify"]
+    assert [s.links for s in runs] == [[], [caller]]  # the first run was started outside any trace
+    assert runs[1].span_id == live.span_id
+
+
 def test_lopen_trace_rebuilds_the_same_spans_from_the_store(
     tmp_path: Path, project: Path, otlp_receiver: OtlpReceiver
 ) -> None:

@@ -247,7 +247,8 @@ def open_session(
                 "see `lopen session list`",
             )
         why = "asked for by name" if resume else "the module's unfinished session"
-        journal.resume_session(previous, f"lopen {command}" + (f" by {actor}" if actor else "") + f": {why}")
+        reason = f"lopen {command}" + (f" by {actor}" if actor else "") + f": {why}"
+        journal.resume_session(previous, reason, traceparent=caller_trace())
         return previous
     models = {
         "building": settings.models.building,
@@ -266,8 +267,18 @@ def open_session(
             command=command,
             started_by=actor,
             resumed_from=state.last_session() or "",  # the session this one continues the module's history from
+            traceparent=caller_trace(),
         )
     )
+
+
+def caller_trace() -> str:
+    """The W3C trace context this process was started in (``TRACEPARENT``, as a CI job or a traced script
+    sets it), when it is a valid one: recorded with the run, whose span then links to it."""
+    from lopen.telemetry.ids import parse_traceparent
+
+    text = os.environ.get("TRACEPARENT", "").strip().lower()
+    return text if parse_traceparent(text) else ""
 
 
 def run_module(

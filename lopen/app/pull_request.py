@@ -41,8 +41,10 @@ PUSH_TIMEOUT = 300.0
 class PullRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What :func:`propose` did: the branch pushed (at ``pushed``) to ``remote`` and the pull request's text.
 
-    ``opened``: ``gh`` opened it, and ``url`` is the pull request's; otherwise ``url`` is the page to open
-    it at ("" when the remote is not on GitHub) and ``why_not_gh`` says why ``gh`` was not used."""
+    ``opened``: ``gh`` opened it, and ``url`` is the pull request's; ``updated``: one was open already
+    (a second ``lopen pr``), and ``gh`` replaced its title and text (and marked it ready for review once the
+    module is complete); otherwise ``url`` is the page to open it at ("" when the remote is not on GitHub)
+    and ``why_not_gh`` says why ``gh`` was not used."""
 
     module: str
     remote: str
@@ -55,6 +57,7 @@ class PullRequest(msgspec.Struct, frozen=True, kw_only=True):
     body_file: str
     draft: bool
     opened: bool = False
+    updated: bool = False
     url: str = ""
     why_not_gh: str = ""
     notes: list[str] = []
@@ -120,9 +123,12 @@ def propose(project: Project, module: str, base: str = "", *, use_gh: bool = Tru
         span.update({"lopen.pr.branch": branch, "lopen.pr.pushed": pushed, "lopen.pr.remote": remote})
         if gh is None:
             return msgspec.structs.replace(request, why_not_gh=why_not)
+        repo = ["--repo", f"{found['owner']}/{found['repo']}"] if found else []
+        open_one = _open_request(gh, root, branch, repo)
+        if open_one is not None:
+            return _update(gh, root, request, open_one, repo)
         args = [gh, "pr", "create", "--title", title, "--body-file", str(body_file), "--base", base, "--head", branch]
-        if found:
-            args += ["--repo", f"{found['owner']}/{found['repo']}"]
+        args += repo
         if draft:
             args.append("--draft")
         done = _run(args, root, GH_TIMEOUT)
@@ -131,12 +137,50 @@ def propose(project: Project, module: str, base: str = "", *, use_gh: bool = Tru
             raise LopenError(
                 f"gh could not open the pull request of {branch} into {base}",
                 said or f"gh pr create exited {done.returncode}",
-                "if one is open already, update its text with "
-                f"`gh pr edit {branch} --body-file {body_file}`; otherwise fix what gh says and run "
-                f"`lopen pr {module}` again",
+                f"fix what gh says and run `lopen pr {module}` again",
             )
         urls = re.findall(r"https?://\S+", done.stdout)
         return msgspec.structs.replace(request, opened=True, url=urls[-1] if urls else done.stdout.strip())
+
+
+def _open_request(gh: str, root: Path, branch: str, repo: list[str]) -> dict[str, Any] | None:
+    """The open pull request of ``branch`` (``gh pr view``'s url, state, draft flag and base), or None when
+    there is none — gh exits non-zero for a branch without one; a closed or merged one is not reopened."""
+    done = _run([gh, "pr", "view", branch, "--json", "url,state,isDraft,baseRefName", *repo], root, GH_TIMEOUT)
+    if done.returncode != 0:
+        return None
+    try:
+        view = msgspec.json.decode(done.stdout or "null")
+    except msgspec.DecodeError:
+        return None
+    return view if isinstance(view, dict) and view.get("state") == "OPEN" else None
+
+
+def _update(gh: str, root: Path, request: PullRequest, open_one: dict[str, Any], repo: list[str]) -> PullRequest:
+    """A second ``lopen pr``: the open pull request's title and text replaced by the module's as it is now
+    (the branch is pushed already), and a draft marked ready for review once the module is complete."""
+    branch, module = request.branch, request.module
+    edit = [gh, "pr", "edit", branch, "--title", request.title, "--body-file", request.body_file, *repo]
+    done = _run(edit, root, GH_TIMEOUT)
+    if done.returncode != 0:
+        raise LopenError(
+            f"gh could not update the open pull request of {branch}",
+            _last_line(done.stderr or done.stdout) or f"gh pr edit exited {done.returncode}",
+            f"fix what gh says and run `lopen pr {module}` again (the branch is pushed already)",
+        )
+    notes = list(request.notes)
+    draft = bool(open_one.get("isDraft"))
+    if draft and not request.draft:
+        ready = _run([gh, "pr", "ready", branch, *repo], root, GH_TIMEOUT)
+        if ready.returncode == 0:
+            draft = False
+        else:
+            notes.append(f"still a draft: `gh pr ready {branch}` failed ({_last_line(ready.stderr or ready.stdout)})")
+    base = str(open_one.get("baseRefName") or "")
+    if base and base != request.base:
+        notes.append(f"it is open into {base}, not {request.base}: change its base on GitHub if that is wrong")
+    url = str(open_one.get("url") or request.url)
+    return msgspec.structs.replace(request, updated=True, url=url, draft=draft, notes=notes)
 
 
 def compare_url(owner: str, repo: str, base: str, branch: str) -> str:

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from lopen import __version__
-from lopen.copilot.install import install, install_dir, reinstall_hint
+from lopen.copilot.install import cache_home, install, install_dir, reinstall_hint
 from lopen.copilot.locate import binary_in, pinned_cli_version
 from lopen.errors import LopenError
 
@@ -38,3 +38,12 @@ def versions() -> str:
     there = pinned != "unknown" and binary_in(install_dir(pinned)).is_file()
     where = "installed" if there else "not installed by Lopen: run `lopen setup`"
     return f"lopen {__version__} · github-copilot-sdk {sdk} · Copilot CLI {pinned} ({where})"
+
+
+def doctor_home() -> Path:
+    """The Copilot CLI's home for `lopen doctor`'s ping: one folder of Lopen's user cache, the same each
+    time (``~/.cache/lopen/doctor``). A temporary one was left behind: the CLI writes its log there after it
+    has been stopped."""
+    home = cache_home() / "lopen" / "doctor"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home

@@ -74,12 +74,13 @@ def check_cli(cli_path: str) -> Check:
 
 
 async def _ping(path: str) -> int | None:
-    import tempfile
-
+    """The CLI's protocol version, from an SDK ping, its state kept in ``doctor_home()``."""
     from copilot import CopilotClient, RuntimeConnection
 
+    from lopen.app.setup import doctor_home
+
     connection = RuntimeConnection.for_stdio(path=path)
-    connection.env = {**os.environ, "COPILOT_HOME": tempfile.mkdtemp(prefix="lopen-doctor-")}
+    connection.env = {**os.environ, "COPILOT_HOME": str(doctor_home())}
     client = CopilotClient(connection=connection)
     await client.start()
     try:

@@ -1,8 +1,8 @@
 """`lopen pr <module>`: push lopen/<module> and open its pull request; `--comments` takes the review back.
 
 The use cases are ``lopen.app.pull_request.propose`` and ``take_comments``; this prints what they did.
-Exit codes: 0 pushed (the pull request opened with gh, or its body and the URL to open printed), or
-comments queued; 1 refused (not built, no commits, no remote, the push rejected, gh missing for
+Exit codes: 0 pushed (the pull request opened, or the open one updated, with gh; or its body and the URL
+to open printed), or comments queued; 1 refused (not built, no commits, no remote, the push rejected, gh missing for
 ``--comments``) with what/why/how on stderr.
 """
 
@@ -27,8 +27,8 @@ COMMENTS = typer.Option(
 
 
 def pr(module: str = MODULE, base: str | None = BASE, comments: bool = COMMENTS) -> None:
-    """Push lopen/<module> and open its pull request (with gh when signed in; else print its text and the URL to
-    open); with --comments, queue the review comments for the next run."""
+    """Push lopen/<module> and open its pull request, or update the open one (with gh when signed in; else print
+    its text and the URL to open); with --comments, queue the review comments for the next run."""
     from lopen.app import commands
     from lopen.app import pull_request as prs
     from lopen.app.context import Project
@@ -50,8 +50,9 @@ def pr(module: str = MODULE, base: str | None = BASE, comments: bool = COMMENTS)
     console.ok(f"pushed {made.branch} ({made.pushed[:8]}) to {made.remote} ({made.remote_url})")
     for note in made.notes:
         console.warn(note)
-    if made.opened:
-        console.ok(f"opened pull request{' (draft)' if made.draft else ''}: {made.url}")
+    if made.opened or made.updated:
+        done = "opened" if made.opened else "updated the open"
+        console.ok(f"{done} pull request{' (draft)' if made.draft else ''}: {made.url}")
         typer.echo(f"  its text: {made.body_file}")
         return
     typer.echo(f"title: {made.title}")

@@ -36,7 +36,7 @@ from opentelemetry.sdk.metrics.export import Metric as OtelMetric
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from lopen import __version__
 from lopen.telemetry.metrics import HistogramPoint, Metric
@@ -105,6 +105,7 @@ def readable_spans(spans: Iterable[Span], where: Resource) -> list[ReadableSpan]
                 resource=where,
                 attributes=span.attributes,
                 events=[Event(e.name, e.attributes, _ns(e.at)) for e in span.events],
+                links=[Link(SpanContext(t, s, is_remote=True, trace_flags=_SAMPLED)) for t, s in span.links],
                 kind=_KINDS[span.kind],
                 status=Status(StatusCode.ERROR, span.status_message) if span.status == "error" else _UNSET,
                 start_time=_ns(span.start),

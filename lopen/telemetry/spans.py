@@ -57,7 +57,7 @@ from events.folds.sessions import STATUS
 from events.folds.tokens import TokenTotals
 from events.recorded import Recorded
 from events.redaction import redact_text
-from lopen.telemetry.ids import span_id, trace_id
+from lopen.telemetry.ids import parse_traceparent, span_id, trace_id
 
 if TYPE_CHECKING:
     from events.store import Appended
@@ -89,6 +89,7 @@ class Span(msgspec.Struct, kw_only=True, gc=False):
     end: float = 0.0
     attributes: Attributes = {}
     events: list[SpanEvent] = []
+    links: list[tuple[int, int]] = []  # (trace id, span id) of spans elsewhere this one relates to
     status: Literal["unset", "error"] = "unset"
     status_message: str = ""
 
@@ -217,6 +218,7 @@ class SpanBuilder:
 
     def _open_run(self, trace: _Trace, seq: int, event: ev.Event) -> None:
         attributes = dict(trace.base)
+        caller = parse_traceparent(getattr(event, "traceparent", ""))  # the CI job's or script's span
         if isinstance(event, ev.SessionStarted):
             attributes.update(
                 {
@@ -236,6 +238,7 @@ class SpanBuilder:
             start=event.at,
             attributes={k: v for k, v in attributes.items() if v != ""},
             events=[],
+            links=[(caller[0], caller[1])] if caller else [],
         )
 
     def _run_started(self, trace: _Trace, seq: int, event: ev.Event) -> None:

@@ -312,6 +312,8 @@ class ScreenState:
                 elif event.text.strip():  # a watched (or past) session: what the model said, from the store
                     add("narrative", detail=event.text)
                     self._said_stored.add(event.text)  # read before its live copy: that one is not drawn
+            case ev.ModelReasoned() if not event.agent_id and event.text.strip():
+                add("narrative", title="reasoning", detail=event.text)  # its thinking: drawn apart from what it said
             case ev.ProgressReported():
                 add("narrative", detail=event.progress)
             case ev.UserMessageQueued():

@@ -30,8 +30,16 @@ with open(os.environ["FAKE_GH_LOG"], "a", encoding="utf-8") as log:
     log.write(json.dumps(record) + "\\n")
 if args[:2] == ["auth", "status"]:
     sys.exit(0)
+opened = os.environ["FAKE_GH_LOG"] + ".opened"
 if args[:2] == ["pr", "create"]:
+    open(opened, "w").close()
     print("{url}")
+elif args[:2] == ["pr", "view"] and not os.path.exists(opened):
+    sys.exit("no pull requests found for branch " + args[2])
+elif args[:2] == ["pr", "view"] and "url,state,isDraft,baseRefName" in args:
+    print(json.dumps({{"url": "{url}", "state": "OPEN", "isDraft": True, "baseRefName": "main"}}))
+elif args[:2] in (["pr", "edit"], ["pr", "ready"]):
+    pass
 elif args[:2] == ["pr", "view"]:
     print(json.dumps({{"number": 7, "url": "{url}", "reviews": [
         {{"author": {{"login": "grace"}}, "state": "CHANGES_REQUESTED",
@@ -130,13 +138,26 @@ def test_lopen_pr_pushes_the_module_and_proposes_it(
     assert opened.returncode == 0, opened.stderr
     assert f"✓ opened pull request: {URL}" in opened.stdout
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [c["args"][:2] for c in calls] == [["auth", "status"], ["pr", "create"]]
+    assert [c["args"][:2] for c in calls] == [["auth", "status"], ["pr", "view"], ["pr", "create"]]
     body_file = str(root / ".lopen" / "modules" / "greet" / "pull-request.md")
-    assert calls[1]["args"][2:] == [
+    assert calls[2]["args"][2:] == [
         "--title", "greet: A friendly greeting for a name", "--body-file", body_file,
         "--base", "main", "--head", "lopen/greet", "--repo", "ada/greet",
     ]  # fmt: skip
-    assert calls[1]["body"] == body
+    assert calls[2]["body"] == body
+
+    # a second `lopen pr` finds it open (a draft, say): its text replaced and, the module complete, made ready
+    log.unlink()
+    again = lopen(root, with_gh, "pr", "greet")
+    assert again.returncode == 0, again.stderr
+    assert f"✓ updated the open pull request: {URL}" in again.stdout
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["args"][:2] for c in calls] == [["auth", "status"], ["pr", "view"], ["pr", "edit"], ["pr", "ready"]]
+    assert calls[2]["args"][2:] == [
+        "lopen/greet", "--title", "greet: A friendly greeting for a name", "--body-file", body_file,
+        "--repo", "ada/greet",
+    ]  # fmt: skip
+    assert calls[2]["body"] == body
 
     # --comments: each review with a text, line comment and conversation comment queued once
     log.unlink()

@@ -251,3 +251,24 @@ def test_what_the_model_said_is_shown_from_the_store_once_whichever_copy_comes_f
     own.apply_stream(stream.AssistantText(text="A sub-agent's.", agent_id="a1"))
     narrative = [e.detail for e in own.entries() if e.kind == "narrative"]
     assert narrative == ["Live first.", "Stored first.", "A sub-agent's."]
+
+
+def test_the_models_reasoning_is_shown_apart_from_what_it_said() -> None:
+    """What the provider gives of the model's thinking (``ModelReasoned``) was recorded but never drawn:
+    it is now a narrative entry titled ``reasoning`` (a sub-agent's, like its words, only in the store)."""
+    state = ScreenState(PROJECT, MODULE)
+    state.apply_all(
+        records(
+            [
+                *plan_events(),
+                ev.ModelReasoned(session_id=SESSION, text="The tests import normalize; write it first."),
+                ev.ModelReasoned(session_id=SESSION, text="A helper's plan.", agent_id="a1"),
+                ev.ModelSaid(session_id=SESSION, text="I will write normalize() first."),
+            ]
+        )
+    )
+    narrative = [(e.title, e.detail) for e in state.entries() if e.kind == "narrative"]
+    assert narrative == [
+        ("reasoning", "The tests import normalize; write it first."),
+        ("", "I will write normalize() first."),
+    ]

@@ -1,4 +1,5 @@
-"""The model's own words: its messages as they stream, and the progress it reports."""
+"""The model's own words: its messages as they stream, the progress it reports, and its reasoning (an entry
+titled ``reasoning``: what the provider gives of its thinking, drawn muted, apart from what it said)."""
 
 from __future__ import annotations
 
@@ -13,4 +14,7 @@ class NarrativeView(EntryView):
     """
 
     def draw(self) -> Content:
-        return Content(self.entry.detail.strip())
+        text = self.entry.detail.strip()
+        if self.entry.title:
+            return Content.assemble((f"{self.entry.title}: ", "bold dim italic"), (text, "dim italic"))
+        return Content(text)
