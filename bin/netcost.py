@@ -42,8 +42,9 @@ import msgspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lopen.sandbox import bwrap, forward  # noqa: E402
+from lopen.sandbox import kernel  # noqa: E402
 from lopen.sandbox.network import Allowlist  # noqa: E402
+from lopen.sandbox.network import route as network_route  # noqa: E402
 from lopen.sandbox.proxy import NetworkProxy  # noqa: E402
 
 CHUNKS = 40
@@ -154,9 +155,14 @@ class Figures(msgspec.Struct):
         ]
 
 
-def _bwrap(network: bool) -> list[str]:
-    base = [o for o in bwrap.BASE if network or o != "--unshare-net"]
-    return [shutil.which("bwrap") or "bwrap", *base, "--"]
+def _launch(network: bool, socket_path: str = "", port: int = 0) -> list[str]:
+    """The sandbox as Lopen launches it (``kernel.launch``: bwrap, and the forwarder when ``socket_path`` is given),
+    up to the command: without ``network``, bwrap without its namespace."""
+    route = network_route(socket_path, f"http://127.0.0.1:{port}/v1") if socket_path else None
+    plan = kernel.Plan(writable=(tempfile.gettempdir(),), hidden=())
+    path, args = kernel.launch(kernel.Protection("bwrap", ""), plan, "COMMAND", route)
+    assert args[-1] == "COMMAND"
+    return [path, *(a for a in args[:-1] if network or a != "--unshare-net")]
 
 
 @contextmanager
@@ -175,19 +181,6 @@ def _proxy(port: int) -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _forwarder(socket_path: str, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-I",
-        "-S",
-        forward.__file__,
-        "--socket",
-        socket_path,
-        "--direct",
-        f"127.0.0.1:{port}=127.0.0.1",
-    ]
 
 
 def _timed(argv: list[str]) -> float:
@@ -247,13 +240,13 @@ def measure(rounds: int = 5, requests: int = 100) -> Figures:
                 loop.close()
                 shutil.rmtree(folder, ignore_errors=True)
                 with _proxy(port) as path:
-                    add("launch_plain", _timed([*_bwrap(False), "true"]))
-                    add("launch_netns", _timed([*_bwrap(True), "true"]))
-                    add("launch_forwarder", _timed([*_bwrap(True), *_forwarder(path, port), "--", "true"]))
+                    add("launch_plain", _timed([*_launch(False), "true"]))
+                    add("launch_netns", _timed([*_launch(True), "true"]))
+                    add("launch_forwarder", _timed([*_launch(True, path, port), "true"]))
                     for fresh in (False, True):
                         count = requests if not fresh else max(requests // 2, 1)
-                        first_d, direct = _client(_bwrap(False), port, count, fresh)
-                        first_t, through = _client([*_bwrap(True), *_forwarder(path, port), "--"], port, count, fresh)
+                        first_d, direct = _client(_launch(False), port, count, fresh)
+                        first_t, through = _client(_launch(True, path, port), port, count, fresh)
                         kind = "connection" if fresh else "request"
                         add(f"{kind}_direct", statistics.median(direct[1:]))
                         add(f"{kind}_through", statistics.median(through[1:]))
