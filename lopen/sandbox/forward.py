@@ -58,14 +58,8 @@ def _bind(address: tuple[str, int]) -> int:
     return server.detach()
 
 
-def listen(address: tuple[str, int]) -> Socket:
-    """A listening TCP socket on ``address``."""
-    import socket
-
-    return socket.socket(fileno=_bind(address))
-
-
 def _listening(fd: int) -> Socket:
+    """The socket object of a listener bound by :func:`_bind` (in the relay, after the fork)."""
     import socket
 
     return socket.socket(fileno=fd)
@@ -130,8 +124,8 @@ def _accept(server: Socket, path: str, destination: tuple[str, int] | None) -> N
 
     while True:
         client, _peer = server.accept()
-        # Small writes go out at once: without it the relayed answer of a streamed model request waits, chunk
-        # after chunk, for the client's delayed acknowledgement (Nagle's algorithm: ~40 ms a request).
+        # Small writes go out at once: without it a chunk of a streamed model answer can wait for the client's
+        # delayed acknowledgement of the one before (Nagle's algorithm: up to ~40 ms each time).
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_relay, args=(client, path, destination), daemon=True).start()
 
