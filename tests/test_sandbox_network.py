@@ -9,10 +9,17 @@ listed are answered ``403`` with a one-line reason, and each refusal is reported
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from lopen.sandbox import network
+from lopen.sandbox import kernel, network
 from lopen.sandbox.network import Allowlist, Rule
 from lopen.sandbox.proxy import NetworkProxy
 
@@ -155,3 +162,96 @@ def test_a_connect_to_a_host_not_listed_is_refused_with_its_reason(tmp_path):
             await proxy.close()
 
     asyncio.run(scenario())
+
+
+# -- the relay's latency: a model request is not held back -----------------------------------------
+
+_CLIENT = r"""
+import http.client, statistics, sys, time
+port = int(sys.argv[1])
+# http.client writes a request's header and body apart and sets TCP_NODELAY on its socket, as the
+# CLI's HTTP client does
+connection = http.client.HTTPConnection("127.0.0.1", port)
+times = []
+for _ in range(15):
+    begun = time.perf_counter()
+    connection.request("POST", "/v1/chat/completions", b"x" * 32768)
+    answer = connection.getresponse()
+    assert answer.status == 200 and answer.read().count(b"data:") == 20, answer.status
+    times.append(time.perf_counter() - begun)
+print(statistics.median(times))
+"""
+
+
+class Streaming:
+    """A model provider stand-in on loopback and Lopen's proxy, on one loop of their own (as the gateway's):
+    every request on a kept-alive connection is answered as a stream of 20 small events."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = self.call(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port: int = self.server.sockets[0].getsockname()[1]
+        self.proxy = NetworkProxy(Allowlist.of([f"127.0.0.1:{self.port}"]))
+
+    def call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    @staticmethod
+    async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                sizes = [line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-len")]
+                await reader.readexactly(int(sizes[0]) if sizes else 0)
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for _ in range(20):
+                    event = b'data: {"delta": "' + b"w" * 60 + b'"}\n\n'
+                    writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        writer.close()
+
+    def close(self) -> None:
+        self.call(self.proxy.close())
+        self.server.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+
+@pytest.fixture
+def streaming() -> Iterator[Streaming]:
+    running = Streaming()
+    yield running
+    running.close()
+
+
+def _median_request(argv: list[str], port: int) -> float:
+    done = subprocess.run(
+        [*argv, sys.executable, "-I", "-S", "-c", _CLIENT, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout)
+
+
+# A request or a streamed answer held back by Nagle's algorithm waits for the peer's delayed
+# acknowledgement: 40 ms or more, each time. Through the relay a request takes about a millisecond.
+HELD_BACK = 0.02
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+def test_through_the_forwarder_and_the_proxy_a_request_and_its_stream_are_not_held_back(streaming, tmp_path):
+    """Under bubblewrap the CLI reaches a loopback provider at its own address inside its network namespace:
+    the forwarder there, a Unix socket, Lopen's proxy outside."""
+    streaming.call(streaming.proxy.start(str(tmp_path / "proxy.sock")))
+    route = network.route(streaming.proxy.path, f"http://127.0.0.1:{streaming.port}/v1")
+    plan = kernel.Plan(writable=(str(tmp_path),), hidden=())
+    path, args = kernel.launch(kernel.Protection("bwrap", ""), plan, sys.executable, route)
+    assert "--unshare-net" in args and args[-2:] == ["--", sys.executable]
+    command = [path, *args[:-1]]  # bwrap … -- python forward.py … --: the client comes next
+    assert _median_request(command, streaming.port) < HELD_BACK

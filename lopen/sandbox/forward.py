@@ -20,18 +20,24 @@ its stdin and stdout — the SDK's pipe — and bwrap's attention). The relay ac
 Nothing else listens, so a connection to any other address inside the namespace is refused by
 the kernel, and there is no route to the outside. The relay dies with the CLI (the sandbox's PID
 namespace ends with it; ``PR_SET_PDEATHSIG`` besides). Standard library only: it runs as a plain
-script under Lopen's Python in isolated mode.
+script under Lopen's Python in isolated mode, without ``site`` (``-I -S``).
+
+It stands between every sandboxed launch (the CLI, each verify command) and its command, so what runs
+before the ``exec`` is kept short: the C socket module alone (``_socket``: ``socket`` would import
+``enum``, tens of milliseconds on a busy machine) binds the listeners; the relay imports the rest
+after the fork, while the command starts.
 """
 
 from __future__ import annotations
 
-import ctypes
+import _socket
 import os
-import signal
-import socket
 import sys
-import threading
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # not typing's: importing typing costs as much as the rest of the forwarder
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from socket import socket as Socket
 
 _CHUNK = 64 * 1024
 _PR_SET_PDEATHSIG = 1
@@ -42,29 +48,38 @@ def _address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def listen(address: tuple[str, int]) -> socket.socket:
-    """A listening TCP socket on ``address``."""
-    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-    server = socket.socket(family, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _bind(address: tuple[str, int]) -> int:
+    """The file descriptor of a TCP socket listening on ``address`` (before the fork: ``_socket`` only)."""
+    family = _socket.AF_INET6 if ":" in address[0] else _socket.AF_INET
+    server = _socket.socket(family, _socket.SOCK_STREAM)
+    server.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     server.bind(address)
     server.listen(64)
-    return server
+    return server.detach()
 
 
-def _pipe(source: socket.socket, target: socket.socket) -> None:
+def _listening(fd: int) -> Socket:
+    """The socket object of a listener bound by :func:`_bind` (in the relay, after the fork)."""
+    import socket
+
+    return socket.socket(fileno=fd)
+
+
+def _pipe(source: Socket, target: Socket) -> None:
     """Copy ``source`` to ``target`` until the end, then half-close ``target``."""
     try:
         while data := source.recv(_CHUNK):
             target.sendall(data)
-        target.shutdown(socket.SHUT_WR)
+        target.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
 
 
-def _tunnel(path: str, destination: tuple[str, int] | None) -> tuple[socket.socket, bytes]:
+def _tunnel(path: str, destination: tuple[str, int] | None) -> tuple[Socket, bytes]:
     """A connection to Lopen's proxy at ``path``; for a direct address, opened as a CONNECT
     tunnel to ``destination``. Returns the socket and, when the proxy refused, its answer."""
+    import socket
+
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     upstream.connect(path)
     if destination is None:
@@ -85,7 +100,9 @@ def _tunnel(path: str, destination: tuple[str, int] | None) -> tuple[socket.sock
     return upstream, answer or b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n"
 
 
-def _relay(client: socket.socket, path: str, destination: tuple[str, int] | None) -> None:
+def _relay(client: Socket, path: str, destination: tuple[str, int] | None) -> None:
+    import threading
+
     try:
         upstream, refusal = _tunnel(path, destination)
     except OSError:
@@ -101,14 +118,22 @@ def _relay(client: socket.socket, path: str, destination: tuple[str, int] | None
         back.join()
 
 
-def _accept(server: socket.socket, path: str, destination: tuple[str, int] | None) -> None:
+def _accept(server: Socket, path: str, destination: tuple[str, int] | None) -> None:
+    import socket
+    import threading
+
     while True:
         client, _peer = server.accept()
+        # Small writes go out at once: without it a chunk of a streamed model answer can wait for the client's
+        # delayed acknowledgement of the one before (Nagle's algorithm: up to ~40 ms each time).
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_relay, args=(client, path, destination), daemon=True).start()
 
 
-def serve(listeners: Sequence[tuple[socket.socket, tuple[str, int] | None]], path: str) -> None:
+def serve(listeners: Sequence[tuple[Socket, tuple[str, int] | None]], path: str) -> None:
     """Relay every connection on ``listeners`` (socket, direct destination or None) to ``path``."""
+    import threading
+
     threads = [threading.Thread(target=_accept, args=(s, path, d), daemon=True) for s, d in listeners]
     for thread in threads:
         thread.start()
@@ -142,18 +167,21 @@ def _parse(argv: Sequence[str]) -> tuple[str, list[tuple[str, int]], list[tuple[
 
 def main(argv: Sequence[str] | None = None) -> int:
     path, proxies, directs, command = _parse(sys.argv[1:] if argv is None else argv)
-    listeners = [(listen(a), None) for a in proxies] + [(listen((h, p)), (d, p)) for h, p, d in directs]
+    bound = [(_bind(a), None) for a in proxies] + [(_bind((h, p)), (d, p)) for h, p, d in directs]
     if os.fork() == 0:  # the relay: no stdio of the CLI's, gone with it
         try:
+            import ctypes
+            import signal
+
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            serve(listeners, path)
+            serve([(_listening(fd), destination) for fd, destination in bound], path)
         finally:
             os._exit(0)
-    for server, _destination in listeners:
-        server.close()
+    for fd, _destination in bound:
+        os.close(fd)
     os.execvp(command[0], command)
     return 127  # not reached
 

@@ -285,7 +285,7 @@ def launch(
         binary = shutil.which("bwrap") or "bwrap"
         command = [cli_path]
         if route is not None:
-            command = [sys.executable, "-I", forward.__file__, *route.forwarder_args(), "--", cli_path]
+            command = [sys.executable, "-I", "-S", forward.__file__, *route.forwarder_args(), "--", cli_path]
         return binary, [
             *bwrap.arguments(confinement.writable, confinement.hidden, confinement.read_only),
             "--",
