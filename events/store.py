@@ -67,7 +67,7 @@ from events.backends import (
     rescue,
 )
 from events.bus import Bus, Subscription
-from events.catalogue import Event
+from events.catalogue import BlobStored, Event
 from events.chain import chain, digest, genesis
 from events.codec import Codec
 from events.errors import (
@@ -77,6 +77,7 @@ from events.errors import (
     StoreTampered,
     StoreUnavailable,
     StoreWriteError,
+    UndecodableEvent,
 )
 from events.recorded import (
     META_PREFIX,
@@ -238,9 +239,8 @@ class EventStore:
         in the transaction of the first ``append`` whose events name its key (one commit for both, and
         never an event naming a blob that is not stored); a text stored before costs nothing more (one
         failed insert at most, none when this store stored or read it). Secrets are redacted first, so
-        the key names the text as stored."""
-        from events.blobs import key_of
-        from events.catalogue import BlobStored
+        the key names the text as stored; a long text is stored packed (``events.blobs.blob_of``)."""
+        from events.blobs import blob_of, key_of
 
         text = redact_text(text)
         key = key_of(text)
@@ -248,11 +248,14 @@ class EventStore:
         with self._append_lock:
             if stream in self._blobs or stream in self._pending:
                 return key
-        (event,), topics, payloads = self._encoded([BlobStored(key=key, text=text, size=len(text))], project, "")
-        linked = self._linked(stream, 0, 0, topics, payloads)
+        # Encoded once, not through ``_encoded``: its text was just redacted (and is exempt), the rest is
+        # Lopen's own — a second scan for secrets could only find the text's words again.
+        event = msgspec.structs.replace(blob_of(text), project=project)
+        topic = self.codec.topic(event)
+        linked = self._linked(stream, 0, 0, [topic], [self.codec.encode(event)])
         assert linked is not None  # a stream's genesis is known without reading
         (state,), heads = linked
-        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topics[0], state), heads)
+        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topic, state), heads)
         with self._append_lock:
             self._pending[stream] = blob
             flushed = self._flush(list(self._pending.values())) if len(self._pending) > PENDING_BLOBS else []
@@ -270,9 +273,7 @@ class EventStore:
         return key
 
     def blob(self, project: str, key: str) -> str | None:
-        """The text of ``project``'s blob ``key`` as stored (None: no such blob)."""
-        from events.catalogue import BlobStored
-
+        """The text of ``project``'s blob ``key`` as stored, unpacked (None: no such blob)."""
         try:
             stream = blob_stream(project, key)
         except ValueError:
@@ -280,10 +281,10 @@ class EventStore:
         pending = self._pending.get(stream)
         if pending is not None:  # kept by this store, to be stored with the event naming it
             assert isinstance(pending.event, BlobStored)
-            return pending.event.text
+            return pending.event.content()
         for rec in self.read_stream(stream, 0, 1):
             if isinstance(rec.event, BlobStored):
-                return rec.event.text
+                return _content(rec.event, rec.seq)
         return None
 
     def _encoded(
@@ -661,6 +662,18 @@ class _Blob:
     event: Event
     stored: StoredEvent
     heads: list[Head]
+
+
+def _content(blob: BlobStored, seq: int) -> str:
+    """A stored blob's text; a packed one that cannot be unpacked is an ``UndecodableEvent`` naming it."""
+    try:
+        return blob.content()
+    except ValueError as exc:
+        raise UndecodableEvent(
+            f"stored event #{seq} (BlobStored {blob.key[:16]}…) cannot be read: {exc}",
+            "its stored bytes are not a blob this Lopen can unpack",
+            "run `lopen verify --full`: it names the event; a newer Lopen reads what it packed",
+        ) from exc
 
 
 def _damaged(path: Path) -> bool:
