@@ -158,10 +158,17 @@ class EventStore:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, stream_id: str, events: Sequence[Event], expected_version: int | None = None) -> int:
+    def append(
+        self, stream_id: str, events: Sequence[Event], expected_version: int | None = None, *, durable: bool = True
+    ) -> int:
         """Store ``events`` at the end of ``stream_id`` atomically; return the stream's new version. The
         blobs kept (``keep_blob``) that the batch names and that are not stored yet go in the same
-        transaction, before it: an event never names a blob that is not stored."""
+        transaction, before it: an event never names a blob that is not stored.
+
+        ``durable=False`` (SQLite): the commit does not wait for the disk — the batch survives a killed
+        process at once, and an OS crash or a power loss once the next durable append has committed (see
+        docs/store.md, *Crashes*). For what the model says and does mid-invocation, recorded while the
+        Copilot CLI waits."""
         project, module = stream_owner(stream_id)
         prepared, topics, payloads = self._encoded(events, project, module)
         if not prepared:
@@ -185,7 +192,7 @@ class EventStore:
                     for i, (topic, state) in enumerate(zip(topics, states, strict=True))
                 ]
                 try:
-                    blobs, ids = self._insert(blobs, stored, heads)
+                    blobs, ids = self._insert(blobs, stored, heads, durable)
                 except IntegrityError:
                     actual = self._versions[stream_id] = self.version(stream_id)
                     if expected_version is not None:
@@ -309,7 +316,7 @@ class EventStore:
         ]
 
     def _insert(
-        self, blobs: list[_Blob], stored: list[StoredEvent], heads: list[Head]
+        self, blobs: list[_Blob], stored: list[StoredEvent], heads: list[Head], durable: bool = True
     ) -> tuple[list[_Blob], Sequence[int]]:
         """Insert ``blobs``' events and then ``stored`` in one transaction; the blobs inserted and every
         event's ``seq``. A blob another process stored first is dropped (it is there: the same text) and
@@ -318,7 +325,9 @@ class EventStore:
             try:
                 with self._errors("append to"):
                     ids = self.backend.events.insert_events(
-                        [*(b.stored for b in blobs), *stored], heads=[*(h for b in blobs for h in b.heads), *heads]
+                        [*(b.stored for b in blobs), *stored],
+                        heads=[*(h for b in blobs for h in b.heads), *heads],
+                        durable=durable,
                     )
             except IntegrityError:
                 there = {b.stream for b in blobs if self.version(b.stream)}

@@ -222,8 +222,10 @@ def verify_bundle(path: Path) -> dict[str, Any]:
     """Check a bundle on its own; what was checked. The first thing that does not fit is a ``LopenError``
     naming it (an event by ``#seq``, stream, version and type; a commit by its sha)."""
     from events import catalogue as ev
+    from events.blobs import mismatch
     from events.chain import digest, genesis, link_of
     from events.codec import Codec
+    from events.recorded import BLOB_PREFIX
     from lopen.app import witness
     from lopen.documents.hashing import content_hash
     from lopen.git.witness import Commit, object_id
@@ -258,6 +260,9 @@ def verify_bundle(path: Path) -> dict[str, Any]:
     for stream in manifest["streams"]:
         if stream not in by_stream:
             raise _bad(path, f"the events of {stream} are missing", "the manifest lists the stream")
+    for stream, chain in by_stream.items():  # a blob's text (unpacked) must still hash to its key
+        if stream.startswith(BLOB_PREFIX) and (why := mismatch(stream, chain[0].state)):
+            raise _bad(path, f"{chain[0].describe()} is not the blob its key names", f"{why}: its text was rewritten")
 
     codec = Codec()
     decoded = [

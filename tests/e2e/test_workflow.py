@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -474,6 +475,29 @@ def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_c
     failed = lopen(auditor, env, "verify", "--bundle", str(retrailed))
     first = json.loads(zipfile.ZipFile(bundle).read("commits.jsonl").splitlines()[0])["sha"]
     assert failed.returncode == 1 and f"the bundled commit {first[:12]} does not hash to its id" in failed.stderr
+
+    # a whole result, stored packed (zlib), rewritten with its chain head: its text no longer hashes to its key
+    blob = next(e for e in lines if e["topic"].startswith("BlobStored@") and '"packing":"zlib"' in e["state"])
+    packed = json.loads(blob["state"])["packed"]
+    text = zlib.decompress(base64.b64decode(packed))
+    assert b"passed" in text or b"def " in text, text  # the model's command output or a file, whole
+    state = blob["state"].replace(packed, base64.b64encode(zlib.compress(text + b"\n(rewritten)")).decode())
+
+    def reblob(name: str, data: bytes) -> bytes:
+        if name == "manifest.json":
+            manifest = json.loads(data)
+            manifest["streams"][blob["stream"]]["head"] = [1, chain.digest(blob["topic"], state.encode()).decode()]
+            return json.dumps(manifest).encode()
+        if name != "events.jsonl":
+            return data
+        changed = [dict(e, state=state) if e is blob else e for e in lines]
+        return b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in changed)
+
+    reblobbed = tmp_path / "reblobbed.zip"
+    rewrite_bundle(bundle, reblobbed, reblob)
+    failed = lopen(auditor, env, "verify", "--bundle", str(reblobbed))
+    assert failed.returncode == 1, failed.stdout
+    assert f"of {blob['stream']} (version 1, BlobStored) is not the blob its key names" in failed.stderr
 
 
 def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_each_whole_result(demo_run):
