@@ -6,7 +6,7 @@ The bundle is one zip file (docs/audit.md describes it for people)::
                       of events and its head (version, digest) at the session's end; the heads the store
                       recorded at export time; the approved specs included
     events.jsonl      every event of the session's module stream up to the session's last event, and of
-                      every ``blob:…`` stream those events name — one JSON object a line, in ``seq``
+                      every ``blob:…`` stream whose key those events name — one JSON object a line, in ``seq``
                       order: seq, stream, version, topic, ``state`` (the stored bytes, as text) and
                       ``sealed`` (the link of an event stored before the chain, else null)
     commits.jsonl     each commit those events record (CommitRecorded, a merge's ComponentMerged): its
@@ -15,8 +15,9 @@ The bundle is one zip file (docs/audit.md describes it for people)::
 
 :func:`verify_bundle` needs nothing but the file: it hashes every stream's chain again from the stored
 bytes (a link that does not fit names the event, as ``lopen verify`` does), checks each stream's head,
-that each commit object hashes to its sha, that each recorded commit's ``Lopen-Chain`` trailer names the
-chain as bundled (``lopen.app.witness``), and that each spec text hashes to its approval.
+that each blob's text (unpacked) hashes to its key, that each commit object hashes to its sha, that each
+recorded commit's ``Lopen-Chain`` trailer names the chain as bundled (``lopen.app.witness``), and that each
+spec text hashes to its approval.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     from lopen.app.context import Project
 
 FORMAT = "lopen-audit-bundle/1"
-BLOB = re.compile(rb'"(blob:[^"\\]+)"')  # a stream of content-addressed blobs, named by an event
+# A blob's key as an event names it (``ToolCalled.result_blob``, each part of ``InvocationStarted.prompt``):
+# any quoted 32-hex string, kept when the project has a blob of that key.
+BLOB_KEY = re.compile(rb'"([0-9a-f]{32})"')
 SPEC_SUBJECT = "the approved specification"
 
 
@@ -83,7 +86,7 @@ def export(project: Project, session: str, out: Path | None = None) -> dict[str,
     """Write the bundle of ``session`` to ``out`` (default ``<session>.lopen-audit.zip`` in the current
     folder); what it holds."""
     from events.chain import digest
-    from events.recorded import module_stream
+    from events.recorded import blob_stream, module_stream
     from lopen import __version__
     from lopen.app import queries, witness
     from lopen.git import Repository
@@ -97,7 +100,7 @@ def export(project: Project, session: str, out: Path | None = None) -> dict[str,
         stream = module_stream(project_id, row.module)
         rows = [r for r in store.chain_rows(stream) if r[0] <= row.last_seq]
         heads = store.backend.events.chain_heads()
-        named = {m.decode() for r in rows for m in BLOB.findall(r[4])}
+        named = {blob_stream(project_id, m.decode()) for r in rows for m in BLOB_KEY.findall(r[4])}
         blobs = sorted(s for s in named if s in heads)
         for blob in blobs:
             rows += list(store.chain_rows(blob))
