@@ -69,7 +69,8 @@ class EventRecorder(Protocol):
         ...
 
     # The hash chain (events.chain): ``insert_events(…, heads=[Head], links=[Link])`` writes the streams'
-    # new heads (and an old store's sealed links) in the batch's own transaction.
+    # new heads (and an old store's sealed links) in the batch's own transaction; ``durable=False`` (SQLite
+    # only; PostgreSQL ignores it) commits it without waiting for the disk.
 
     def chain_scan(self, after: int, limit: int) -> list[ChainRow]:
         """``scan`` with each event's sealed link (None when it has none)."""
@@ -295,6 +296,23 @@ _CHAIN_SELECT = (
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *_SQLITE_CHAIN_TABLES]
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, durable: bool = True, **kwargs: Any
+    ) -> Sequence[int] | None:
+        """The library's insert in one transaction; ``durable=False`` commits it without waiting for the
+        disk (``synchronous=NORMAL`` for this transaction only — SQLite refuses the change inside one):
+        in WAL mode it survives a killed process at once, and an OS crash or power loss from the next
+        durable commit on (that commit's sync covers every frame of the log before it)."""
+        if durable:
+            return super().insert_events(stored_events, **kwargs)
+        with self.datastore.get_connection(commit=True) as conn:
+            conn.cursor().execute("PRAGMA synchronous=NORMAL")
+            try:
+                with conn.transaction(commit=True) as c:
+                    return self._insert_events(c, stored_events, **kwargs)
+            finally:
+                conn.cursor().execute("PRAGMA synchronous=FULL")
 
     def _insert_events(
         self,

@@ -575,15 +575,31 @@ class Reverted(Event, kw_only=True):
 
 class BlobStored(Event, kw_only=True):
     """A large text kept once (a tool call's whole result, a prompt's part), in a stream of its own,
-    ``blob:<project>:<key>``, where ``key`` is the xxh3-128 (hex) of ``text`` encoded as UTF-8: a text
-    stored again is not stored twice. Secrets are redacted before the key is computed (so ``text`` is
+    ``blob:<project>:<key>``, where ``key`` is the xxh3-128 (hex) of the text encoded as UTF-8: a text
+    stored again is not stored twice. Secrets are redacted before the key is computed (so the text is
     exempt here: redacting again could only break the key); ``lopen verify`` checks that the text
-    still hashes to its key. ``size`` is its length in characters."""
+    still hashes to its key. ``size`` is its length in characters.
 
-    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"key", "text"})
+    Schema 2: a text of ``events.blobs.PACK_FROM`` bytes or more that compresses well is stored packed —
+    ``packing`` names how (``"zlib"``: ``packed`` holds its UTF-8 bytes compressed by zlib, base64 in the
+    JSON) and ``text`` is empty; ``packing`` empty: ``text`` is the text (every schema-1 blob). The key is
+    always the hash of the text itself, never of its packed bytes. Read it with ``content()``."""
+
+    schema_version: ClassVar[int] = 2
+    redaction_exempt: ClassVar[frozenset[str]] = frozenset({"key", "text", "packed"})
     key: str
     text: str
     size: int = 0
+    packing: str = ""
+    packed: bytes = b""
+
+    def content(self) -> str:
+        """The text, unpacked (``events.blobs.unpack``; ValueError when it cannot be)."""
+        if not self.packing:
+            return self.text
+        from events.blobs import unpack
+
+        return unpack(self.packing, self.packed)
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -97,3 +97,9 @@ class Codec:
             version += 1
         obj["type"] = name
         return msgspec.convert(obj, cls)
+
+
+@register_upcaster("BlobStored", 1)
+def _blob_as_is(obj: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 had no packing: the text as is, which is what schema 2 says with ``packing`` empty."""
+    return obj

@@ -164,9 +164,10 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def record(self, *events: ev.Event, fence: Fence | None = None) -> None:
+    def record(self, *events: ev.Event, fence: Fence | None = None, durable: bool = True) -> None:
         """Check, append and fold ``events`` as one batch (see the module docstring); with ``fence``, only
-        while that claim holds (else ``Fenced``, nothing stored)."""
+        while that claim holds (else ``Fenced``, nothing stored); ``durable=False``: committed without
+        waiting for the disk (``EventStore.append``)."""
         if not events:
             return
         with self._lock:
@@ -182,7 +183,9 @@ class Journal:
                         raise
                     continue
                 try:
-                    version = self.store.append(self.stream, stamped, expected_version=self._state.version)
+                    version = self.store.append(
+                        self.stream, stamped, expected_version=self._state.version, durable=durable
+                    )
                 except ConcurrencyConflict:
                     self.refresh()
                     continue
@@ -311,11 +314,11 @@ class FencedJournal(Journal):
             self.lose(problem)
             raise Fenced(self.fence, problem)
 
-    def record(self, *events: ev.Event, fence: Fence | None = None) -> None:
+    def record(self, *events: ev.Event, fence: Fence | None = None, durable: bool = True) -> None:
         if self._lost and events:
             raise Fenced(self.fence, self._lost)
         try:
-            self.inner.record(*events, fence=fence or self.fence)
+            self.inner.record(*events, fence=fence or self.fence, durable=durable)
         except Fenced as refused:
             self.lose(refused.problem)
             raise

@@ -67,7 +67,7 @@ from events.backends import (
     rescue,
 )
 from events.bus import Bus, Subscription
-from events.catalogue import Event
+from events.catalogue import BlobStored, Event
 from events.chain import chain, digest, genesis
 from events.codec import Codec
 from events.errors import (
@@ -77,6 +77,7 @@ from events.errors import (
     StoreTampered,
     StoreUnavailable,
     StoreWriteError,
+    UndecodableEvent,
 )
 from events.recorded import (
     META_PREFIX,
@@ -157,10 +158,17 @@ class EventStore:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, stream_id: str, events: Sequence[Event], expected_version: int | None = None) -> int:
+    def append(
+        self, stream_id: str, events: Sequence[Event], expected_version: int | None = None, *, durable: bool = True
+    ) -> int:
         """Store ``events`` at the end of ``stream_id`` atomically; return the stream's new version. The
         blobs kept (``keep_blob``) that the batch names and that are not stored yet go in the same
-        transaction, before it: an event never names a blob that is not stored."""
+        transaction, before it: an event never names a blob that is not stored.
+
+        ``durable=False`` (SQLite): the commit does not wait for the disk — the batch survives a killed
+        process at once, and an OS crash or a power loss once the next durable append has committed (see
+        docs/store.md, *Crashes*). For what the model says and does mid-invocation, recorded while the
+        Copilot CLI waits."""
         project, module = stream_owner(stream_id)
         prepared, topics, payloads = self._encoded(events, project, module)
         if not prepared:
@@ -184,7 +192,7 @@ class EventStore:
                     for i, (topic, state) in enumerate(zip(topics, states, strict=True))
                 ]
                 try:
-                    blobs, ids = self._insert(blobs, stored, heads)
+                    blobs, ids = self._insert(blobs, stored, heads, durable)
                 except IntegrityError:
                     actual = self._versions[stream_id] = self.version(stream_id)
                     if expected_version is not None:
@@ -238,9 +246,8 @@ class EventStore:
         in the transaction of the first ``append`` whose events name its key (one commit for both, and
         never an event naming a blob that is not stored); a text stored before costs nothing more (one
         failed insert at most, none when this store stored or read it). Secrets are redacted first, so
-        the key names the text as stored."""
-        from events.blobs import key_of
-        from events.catalogue import BlobStored
+        the key names the text as stored; a long text is stored packed (``events.blobs.blob_of``)."""
+        from events.blobs import blob_of, key_of
 
         text = redact_text(text)
         key = key_of(text)
@@ -248,11 +255,14 @@ class EventStore:
         with self._append_lock:
             if stream in self._blobs or stream in self._pending:
                 return key
-        (event,), topics, payloads = self._encoded([BlobStored(key=key, text=text, size=len(text))], project, "")
-        linked = self._linked(stream, 0, 0, topics, payloads)
+        # Encoded once, not through ``_encoded``: its text was just redacted (and is exempt), the rest is
+        # Lopen's own — a second scan for secrets could only find the text's words again.
+        event = msgspec.structs.replace(blob_of(text), project=project)
+        topic = self.codec.topic(event)
+        linked = self._linked(stream, 0, 0, [topic], [self.codec.encode(event)])
         assert linked is not None  # a stream's genesis is known without reading
         (state,), heads = linked
-        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topics[0], state), heads)
+        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topic, state), heads)
         with self._append_lock:
             self._pending[stream] = blob
             flushed = self._flush(list(self._pending.values())) if len(self._pending) > PENDING_BLOBS else []
@@ -270,9 +280,7 @@ class EventStore:
         return key
 
     def blob(self, project: str, key: str) -> str | None:
-        """The text of ``project``'s blob ``key`` as stored (None: no such blob)."""
-        from events.catalogue import BlobStored
-
+        """The text of ``project``'s blob ``key`` as stored, unpacked (None: no such blob)."""
         try:
             stream = blob_stream(project, key)
         except ValueError:
@@ -280,10 +288,10 @@ class EventStore:
         pending = self._pending.get(stream)
         if pending is not None:  # kept by this store, to be stored with the event naming it
             assert isinstance(pending.event, BlobStored)
-            return pending.event.text
+            return pending.event.content()
         for rec in self.read_stream(stream, 0, 1):
             if isinstance(rec.event, BlobStored):
-                return rec.event.text
+                return _content(rec.event, rec.seq)
         return None
 
     def _encoded(
@@ -308,7 +316,7 @@ class EventStore:
         ]
 
     def _insert(
-        self, blobs: list[_Blob], stored: list[StoredEvent], heads: list[Head]
+        self, blobs: list[_Blob], stored: list[StoredEvent], heads: list[Head], durable: bool = True
     ) -> tuple[list[_Blob], Sequence[int]]:
         """Insert ``blobs``' events and then ``stored`` in one transaction; the blobs inserted and every
         event's ``seq``. A blob another process stored first is dropped (it is there: the same text) and
@@ -317,7 +325,9 @@ class EventStore:
             try:
                 with self._errors("append to"):
                     ids = self.backend.events.insert_events(
-                        [*(b.stored for b in blobs), *stored], heads=[*(h for b in blobs for h in b.heads), *heads]
+                        [*(b.stored for b in blobs), *stored],
+                        heads=[*(h for b in blobs for h in b.heads), *heads],
+                        durable=durable,
                     )
             except IntegrityError:
                 there = {b.stream for b in blobs if self.version(b.stream)}
@@ -661,6 +671,18 @@ class _Blob:
     event: Event
     stored: StoredEvent
     heads: list[Head]
+
+
+def _content(blob: BlobStored, seq: int) -> str:
+    """A stored blob's text; a packed one that cannot be unpacked is an ``UndecodableEvent`` naming it."""
+    try:
+        return blob.content()
+    except ValueError as exc:
+        raise UndecodableEvent(
+            f"stored event #{seq} (BlobStored {blob.key[:16]}…) cannot be read: {exc}",
+            "its stored bytes are not a blob this Lopen can unpack",
+            "run `lopen verify --full`: it names the event; a newer Lopen reads what it packed",
+        ) from exc
 
 
 def _damaged(path: Path) -> bool:

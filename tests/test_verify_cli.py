@@ -7,9 +7,11 @@ Before the chain, changing one ``TokensUsed`` row dropped the token totals silen
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import subprocess
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from test_events_store import AUTH, PROJECT, TOKEN, PostgresBackend, SQLiteBacke
 
 from events import catalogue as ev
 from events.blobs import key_of
-from events.chain import digest
+from events.chain import chain, digest, genesis
 from events.codec import Codec
 from events.errors import ChainBroken
 from events.store import EventStore
@@ -125,26 +127,71 @@ class CliContract:
         with EventStore.open(root, url) as other:  # another process: the text is there already
             assert other.put_blob(PROJECT, text) == key and other.last_seq() == first
             kept = other.blob(PROJECT, key)
-        blobs = [(s, v) for s, v, _ in rows(url) if str(s).startswith("blob:")]
-        assert blobs == [(f"blob:{PROJECT}:{key}", 1)]
+        blobs = [(s, v, state) for s, v, state in rows(url) if str(s).startswith("blob:")]
+        assert [(s, v) for s, v, _ in blobs] == [(f"blob:{PROJECT}:{key}", 1)]
         assert kept is not None and TOKEN not in kept and kept.startswith(text[:40]) and key_of(kept) == key
+        assert len(blobs[0][2]) < len(text) / 3  # stored packed: a repetitive text is a fraction of its size
         assert self.run(root, url, "verify").returncode == 0
 
         stream = f"blob:{PROJECT}:{key}"
-        rewrite(url, stream, 1, b"return check(user)", b"return True       ")  # a login that lets anyone in
+        rewrite_blob(url, stream, "return check(user)", "return True")  # a login that lets anyone in
         for args in (("verify",), ("verify", "--full")):
             done = self.run(root, url, *args)
             assert done.returncode == 1, (args, done.stdout)
             assert f"of {stream} (version 1, BlobStored)" in done.stderr, done.stderr
         # the forger also fixes the chain's records (its head, where verification stopped): the text no
         # longer hashes to its key
-        forged = digest("BlobStored@1", stored(url, stream, 1))
+        forged = digest(f"BlobStored@{ev.BlobStored.schema_version}", stored(url, stream, 1))
         for name in ("chain_heads", "chain_verified"):
             table = name if url.startswith("sqlite") else f'"{_schema(url)}".{name}'
             _sql(url, f"UPDATE {table} SET digest = ? WHERE stream_id = ?", (forged, stream))
         done = self.run(root, url, "verify", "--full")
         assert done.returncode == 1 and "is not the blob its key names" in done.stderr, done.stderr
         assert "its text hashes to" in done.stderr
+
+    def test_a_blob_stored_before_packing_reads_and_verifies_and_a_rewrite_still_fails(
+        self, root: Path, url: str
+    ) -> None:
+        """A store written by a Lopen that kept every blob as plain text (``BlobStored`` schema 1) reads
+        and verifies as it did; its blobs are never unpacked by guesswork, and a rewrite of one is found."""
+        text = "collected 14 items\n\ntests/test_login.py ..............  [100%]\n" * 40
+        key = key_of(text)
+        stream = f"blob:{PROJECT}:{key}"
+        codec = Codec()
+        old = codec.encode(ev.BlobStored(key=key, text=text, size=len(text), project=PROJECT))
+        state = old.replace(b',"packing":"","packed":""', b"")  # exactly what schema 1 stored
+        assert b"packing" not in state
+        (state,), head = chain(genesis(stream), ["BlobStored@1"], [state])  # linked as it was then
+        with EventStore.open(root, url) as store:
+            store.backend.events.insert_events(
+                [StoredEvent(stream, 1, "BlobStored@1", state)], heads=[(stream, 1, head)]
+            )
+            assert store.blob(PROJECT, key) == text
+            assert store.keep_blob(PROJECT, text) == key  # the same text kept again: the same blob
+            store.append(AUTH, [ev.ToolCalled(tool="bash", result_blob=key, session_id=SID)])
+        assert [s for s, _, _ in rows(url) if str(s).startswith("blob:")] == [stream]
+        done = self.run(root, url, "verify", "--full")
+        assert done.returncode == 0, done.stderr
+        replayed = self.run(root, url, "replay", SID, "--transcript", "--json")
+        assert replayed.returncode == 0, replayed.stderr
+        assert [json.loads(line).get("result") for line in replayed.stdout.splitlines()][-1] == text
+        rewrite(url, stream, 1, b"test_login.py", b"test_other.py")
+        done = self.run(root, url, "verify", "--full")
+        assert done.returncode == 1 and f"of {stream} (version 1, BlobStored)" in done.stderr, done.stderr
+
+
+def rewrite_blob(url: str, stream: str, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in a stored blob's text, in place — packed again when it is stored packed."""
+    state = stored(url, stream, 1)
+    blob = json.loads(state)
+    if not blob.get("packing"):
+        rewrite(url, stream, 1, old.encode(), new.encode())
+        return
+    assert blob["packing"] == "zlib", blob
+    text = zlib.decompress(base64.b64decode(blob["packed"])).decode()
+    assert old in text, text
+    packed = base64.b64encode(zlib.compress(text.replace(old, new).encode())).decode()
+    rewrite(url, stream, 1, blob["packed"].encode(), packed.encode())
 
 
 def _schema(url: str) -> str:

@@ -6,7 +6,7 @@ The bundle is one zip file (docs/audit.md describes it for people)::
                       of events and its head (version, digest) at the session's end; the heads the store
                       recorded at export time; the approved specs included
     events.jsonl      every event of the session's module stream up to the session's last event, and of
-                      every ``blob:…`` stream those events name — one JSON object a line, in ``seq``
+                      every ``blob:…`` stream whose key those events name — one JSON object a line, in ``seq``
                       order: seq, stream, version, topic, ``state`` (the stored bytes, as text) and
                       ``sealed`` (the link of an event stored before the chain, else null)
     commits.jsonl     each commit those events record (CommitRecorded, a merge's ComponentMerged): its
@@ -15,8 +15,9 @@ The bundle is one zip file (docs/audit.md describes it for people)::
 
 :func:`verify_bundle` needs nothing but the file: it hashes every stream's chain again from the stored
 bytes (a link that does not fit names the event, as ``lopen verify`` does), checks each stream's head,
-that each commit object hashes to its sha, that each recorded commit's ``Lopen-Chain`` trailer names the
-chain as bundled (``lopen.app.witness``), and that each spec text hashes to its approval.
+that each blob's text (unpacked) hashes to its key, that each commit object hashes to its sha, that each
+recorded commit's ``Lopen-Chain`` trailer names the chain as bundled (``lopen.app.witness``), and that each
+spec text hashes to its approval.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     from lopen.app.context import Project
 
 FORMAT = "lopen-audit-bundle/1"
-BLOB = re.compile(rb'"(blob:[^"\\]+)"')  # a stream of content-addressed blobs, named by an event
+# A blob's key as an event names it (``ToolCalled.result_blob``, each part of ``InvocationStarted.prompt``):
+# any quoted 32-hex string, kept when the project has a blob of that key.
+BLOB_KEY = re.compile(rb'"([0-9a-f]{32})"')
 SPEC_SUBJECT = "the approved specification"
 
 
@@ -83,7 +86,7 @@ def export(project: Project, session: str, out: Path | None = None) -> dict[str,
     """Write the bundle of ``session`` to ``out`` (default ``<session>.lopen-audit.zip`` in the current
     folder); what it holds."""
     from events.chain import digest
-    from events.recorded import module_stream
+    from events.recorded import blob_stream, module_stream
     from lopen import __version__
     from lopen.app import queries, witness
     from lopen.git import Repository
@@ -97,7 +100,7 @@ def export(project: Project, session: str, out: Path | None = None) -> dict[str,
         stream = module_stream(project_id, row.module)
         rows = [r for r in store.chain_rows(stream) if r[0] <= row.last_seq]
         heads = store.backend.events.chain_heads()
-        named = {m.decode() for r in rows for m in BLOB.findall(r[4])}
+        named = {blob_stream(project_id, m.decode()) for r in rows for m in BLOB_KEY.findall(r[4])}
         blobs = sorted(s for s in named if s in heads)
         for blob in blobs:
             rows += list(store.chain_rows(blob))
@@ -222,8 +225,10 @@ def verify_bundle(path: Path) -> dict[str, Any]:
     """Check a bundle on its own; what was checked. The first thing that does not fit is a ``LopenError``
     naming it (an event by ``#seq``, stream, version and type; a commit by its sha)."""
     from events import catalogue as ev
+    from events.blobs import mismatch
     from events.chain import digest, genesis, link_of
     from events.codec import Codec
+    from events.recorded import BLOB_PREFIX
     from lopen.app import witness
     from lopen.documents.hashing import content_hash
     from lopen.git.witness import Commit, object_id
@@ -258,6 +263,9 @@ def verify_bundle(path: Path) -> dict[str, Any]:
     for stream in manifest["streams"]:
         if stream not in by_stream:
             raise _bad(path, f"the events of {stream} are missing", "the manifest lists the stream")
+    for stream, chain in by_stream.items():  # a blob's text (unpacked) must still hash to its key
+        if stream.startswith(BLOB_PREFIX) and (why := mismatch(stream, chain[0].state)):
+            raise _bad(path, f"{chain[0].describe()} is not the blob its key names", f"{why}: its text was rewritten")
 
     codec = Codec()
     decoded = [

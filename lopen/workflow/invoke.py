@@ -68,6 +68,12 @@ from lopen.workflow.prompts import (
 from lopen.workflow.steps import CLI_TOOLS, MCP_KINDS, URL_TOOL, Kind, phase_of, toolset
 
 RESULT_SUMMARY = 300
+# What the model says and does mid-invocation (and the permission asked for a tool call) is committed without
+# waiting for the disk, while the CLI waits for each streamed event: durable against a killed process at
+# once, and against an OS crash or power loss with the next durable commit — the next model call's
+# TokensUsed at the latest, which stays durable (S9), as do retries, fall-backs and the invocation's end.
+# See docs/store.md, *Crashes*.
+UNSYNCED = (ev.ModelSaid, ev.ModelReasoned, ev.ToolCalled, ev.PermissionDecided)
 # The document context each kind of invocation gets (lopen.documents.context): a component's
 # verification reads like the oracle's — its acceptance criteria, its sections and the hooks.
 CONTEXT_KINDS: dict[Kind, ContextKind] = {
@@ -421,7 +427,7 @@ class Invoker:
                 # the session ended (interrupted), or the lane's claim was lost (its journal aborts the
                 # invocation): late events are dropped
                 with contextlib.suppress(JournalClosed, Fenced):
-                    self.journal.record(recorded)
+                    self.journal.record(recorded, durable=not isinstance(recorded, UNSYNCED))
 
         return on_event
 

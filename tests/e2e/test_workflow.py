@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -391,8 +392,9 @@ def rewrite_bundle(bundle: Path, out: Path, change: Callable[[str, bytes], bytes
 
 def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_changed(demo_run, tmp_path):
     """Issue 22, items 3 and 5: every commit carries the chain head, `lopen verify` says git witnesses the
-    log; `lopen export` of the session verifies on its own after the repository is gone, and a byte of an
-    event, a consistently rewritten history or a commit's rewritten trailer is named."""
+    log; `lopen export` of the session verifies on its own after the repository is gone, with every blob its
+    events name, and a byte of an event, a consistently rewritten history, a commit's rewritten trailer or a
+    blob's text rewritten with its chain head is named."""
     code, root, _, _, session, events, _ = demo_run
     assert code == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
@@ -422,6 +424,11 @@ def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_c
 
     with zipfile.ZipFile(bundle) as z:
         lines = [json.loads(line) for line in z.read("events.jsonl").splitlines()]
+    project = lines[0]["stream"].removeprefix("module:").partition("/")[0]
+    keys = {e.result_blob for e in events if isinstance(e, ev.ToolCalled) and e.result_blob}
+    keys |= {key for e in events if isinstance(e, ev.InvocationStarted) for key in e.prompt.values()}
+    assert len(keys) > 10  # every whole result and prompt part the session's events name travels with them
+    assert {e["stream"] for e in lines if e["topic"].startswith("BlobStored@")} == {f"blob:{project}:{k}" for k in keys}
     target = [e for e in lines if e["topic"].startswith("TokensUsed@")][2]  # an event mid-stream
     named = f"event #{target['seq']} of {target['stream']} (version {target['version']}, TokensUsed)"
 
@@ -442,6 +449,9 @@ def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_c
         link, head = chain.genesis(target["stream"]), [0, ""]
         forged = []
         for e in lines:
+            if e["stream"] != target["stream"]:  # the blobs' streams are chains of their own
+                forged.append(e)
+                continue
             state = e["state"].replace('"input":', '"input":9', 1) if e is target else e["state"]
             state = chain.with_link(state.encode()[: -chain.TAIL] + b"}", link).decode()
             link = chain.digest(e["topic"], state.encode())
@@ -474,6 +484,29 @@ def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_c
     failed = lopen(auditor, env, "verify", "--bundle", str(retrailed))
     first = json.loads(zipfile.ZipFile(bundle).read("commits.jsonl").splitlines()[0])["sha"]
     assert failed.returncode == 1 and f"the bundled commit {first[:12]} does not hash to its id" in failed.stderr
+
+    # a blob stored packed (zlib), rewritten with its chain head: its text no longer hashes to its key
+    blob = next(e for e in lines if e["topic"].startswith("BlobStored@") and '"packing":"zlib"' in e["state"])
+    packed = json.loads(blob["state"])["packed"]
+    text = zlib.decompress(base64.b64decode(packed))
+    assert len(text) >= 1024 and len(blob["state"]) < len(text), text  # a prompt part or a whole result, packed
+    state = blob["state"].replace(packed, base64.b64encode(zlib.compress(text + b"\n(rewritten)")).decode())
+
+    def reblob(name: str, data: bytes) -> bytes:
+        if name == "manifest.json":
+            manifest = json.loads(data)
+            manifest["streams"][blob["stream"]]["head"] = [1, chain.digest(blob["topic"], state.encode()).decode()]
+            return json.dumps(manifest).encode()
+        if name != "events.jsonl":
+            return data
+        changed = [dict(e, state=state) if e is blob else e for e in lines]
+        return b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in changed)
+
+    reblobbed = tmp_path / "reblobbed.zip"
+    rewrite_bundle(bundle, reblobbed, reblob)
+    failed = lopen(auditor, env, "verify", "--bundle", str(reblobbed))
+    assert failed.returncode == 1, failed.stdout
+    assert f"of {blob['stream']} (version 1, BlobStored) is not the blob its key names" in failed.stderr
 
 
 def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_each_whole_result(demo_run):
