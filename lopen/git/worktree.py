@@ -14,6 +14,7 @@ oracle judges that tree, and ``commit(tree, parent, message)`` makes a commit of
 from __future__ import annotations
 
 import codecs
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -23,6 +24,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from lopen.git.repository import GitError, Repository, git, run_git
@@ -167,17 +169,16 @@ class Worktree:
         Returns ``(branch created, the commit it started at)``. Worktrees of one repository are made one
         at a time (a lock file under ``.lopen/``): lanes and workers start together, and git's
         ``worktree prune`` and ``worktree add`` of one must not meet another's half-made worktree. Their
-        files are written after the lock is released (``_check_out``: the part that grows with the
-        repository), so lanes starting together write theirs at the same time.
+        files are written after that lock is released (``_check_out``: the part that grows with the
+        repository), one worktree at a time too, each by git's parallel check-out on every core: the first
+        lane starts as soon as its own files are written, not when every lane's are.
         """
-        lock = self.repo_root / ".lopen" / "worktrees.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
         self._unfilled = False
-        with open(lock, "a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        with _locked(self.repo_root / ".lopen" / "worktrees.lock"):
             made = self._ensure(start_at)
         if self._unfilled:
-            self._check_out()
+            with _locked(self.repo_root / ".lopen" / "checkouts.lock"):
+                self._check_out()
         return made
 
     def _ensure(self, start_at: str) -> tuple[bool, str]:
@@ -242,7 +243,8 @@ class Worktree:
         index = self._index_file()
         index.with_name(index.name + ".lock").unlink(missing_ok=True)
         index.unlink(missing_ok=True)
-        self._git(*self.CACHED, "read-tree", "--reset", "-u", self.ref, env={"GIT_INDEX_FILE": str(index)})
+        parallel = ("-c", "checkout.workers=0")  # as many as there are cores
+        self._git(*self.CACHED, *parallel, "read-tree", "--reset", "-u", self.ref, env={"GIT_INDEX_FILE": str(index)})
         self._indexed = self.tip()
         if self._trusted is not None:  # its times too: git's racy-file check stays exact
             partial = self._trusted[0] / f"index.lopen-{os.getpid()}"
@@ -733,6 +735,15 @@ class Worktree:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
         self._git("reset", "-q", "--hard", sha)
         self._git("clean", "-fdq")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (a file under ``.lopen/``), between threads and processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 DELETING: list[threading.Thread] = []
