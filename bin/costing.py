@@ -38,10 +38,15 @@ class OwnCost:
         self._lock = threading.Lock()
         self._saved: list[tuple[Any, str, Any]] = []
         self._oracles: set[str] = set()
+        self._oracle_of: dict[str, float] = {}  # the same, session by session (its invocation id)
 
     def add(self, name: str, seconds: float) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + seconds)
+
+    def add_oracle(self, session: str, seconds: float) -> None:
+        with self._lock:
+            self._oracle_of[session] = self._oracle_of.get(session, 0.0) + seconds
 
     def __enter__(self) -> OwnCost:
         cost = self
@@ -59,6 +64,7 @@ class OwnCost:
                     cost.add("stream", spent)
                     if invocation_id in cost._oracles:
                         cost.add("oracle", -spent)  # it is inside the oracle's gateway time: Lopen's after all
+                        cost.add_oracle(invocation_id, -spent)
 
             return on_event
 
@@ -79,6 +85,7 @@ class OwnCost:
                     return gateway(request, tools, on_event)
                 finally:
                     cost.add("oracle", time.perf_counter() - begun)
+                    cost.add_oracle(request.conversation_id, time.perf_counter() - begun)
 
             invoker.invoke_gateway = on_gateway
             try:
@@ -122,7 +129,21 @@ class OwnCost:
             pairs = [(a, b) for a, b in itertools.pairwise(main) if a.invocation_id in finished]
             gaps = sum(max(b.at - finished[a.invocation_id], 0.0) for a, b in pairs)
         commands = sum(e.duration for e in events if isinstance(e, ev.VerificationEvidenceRecorded) and not e.reused)
-        tools = self.tools - commands - self.oracle
+        oracle = self.oracle
+        if lanes:  # only what ran inside a tool handler: a component's verification (asked by its lane, not by a
+            # tool, after its last invocation) is in no gap between invocations, so it is not subtracted either
+            asked = {
+                e.invocation_id
+                for e in events
+                if isinstance(e, ev.InvocationStarted) and e.kind == "oracle" and e.parent_invocation
+            }
+            oracle = sum(seconds for session, seconds in self._oracle_of.items() if session in asked)
+            commands = sum(
+                e.duration
+                for e in events
+                if isinstance(e, ev.VerificationEvidenceRecorded) and not e.reused and e.invocation_id
+            )
+        tools = self.tools - commands - oracle
         parts = {"between invocations": gaps, "streamed events": self.stream, "tools": tools, "ends": self.finish}
         return sum(parts.values()), parts
 

@@ -14,6 +14,7 @@ oracle judges that tree, and ``commit(tree, parent, message)`` makes a commit of
 from __future__ import annotations
 
 import codecs
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -23,11 +24,13 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from lopen.git.repository import GitError, Repository, git, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+ADD_NAMED_MAX = 200  # past this many changed paths, `git add -A` walks the worktree rather than match each
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 WORKTREE_CONFIG_KEPT = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"})
 """The keys a worktree's private ``config.worktree`` may keep: what ``git sparse-checkout`` puts there.
@@ -84,6 +87,11 @@ class Worktree:
     # Lopen's own git commands in the worktree never run a program the repository's files name: a
     # model could otherwise plant one (core.fsmonitor, hooks) for Lopen to run outside the sandbox.
     HARDENED = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.sshCommand=false")
+    # Lopen's private index keeps every file's times, so that a tree costs what changed, not the repository.
+    # Whether a file changed is decided on all of git's stat fields — its inode, and its change time, which
+    # no program can set back — whatever configuration a model may have written. No untracked cache: it
+    # trusts a folder's times to the second, and a model could hide a new file in a folder behind it.
+    CACHED = ("-c", "core.untrackedCache=false", "-c", "core.trustCtime=true", "-c", "core.checkStat=default")
 
     def __init__(
         self,
@@ -108,6 +116,8 @@ class Worktree:
         self._git_dirs: tuple[Path, Path] | None = None  # (its private git folder, the common one)
         self._trusted: tuple[Path, Path] | None = None  # the same, as checked when Lopen made or adopted it
         self._indexed: str | None = None  # the tip the persistent index was read from
+        self._unfilled = False  # made (or found) without its files: ``ensure`` checks them out
+        self._own_index: str | None = None  # the tip the own index was just checked out at (``sync_index``)
         self._tree_lock = threading.Lock()
 
     def _git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
@@ -158,13 +168,18 @@ class Worktree:
 
         Returns ``(branch created, the commit it started at)``. Worktrees of one repository are made one
         at a time (a lock file under ``.lopen/``): lanes and workers start together, and git's
-        ``worktree prune`` and ``worktree add`` of one must not meet another's half-made worktree.
+        ``worktree prune`` and ``worktree add`` of one must not meet another's half-made worktree. Their
+        files are written after that lock is released (``_check_out``: the part that grows with the
+        repository), one worktree at a time too, each by git's parallel check-out on every core: the first
+        lane starts as soon as its own files are written, not when every lane's are.
         """
-        lock = self.repo_root / ".lopen" / "worktrees.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
-            return self._ensure(start_at)
+        self._unfilled = False
+        with _locked(self.repo_root / ".lopen" / "worktrees.lock"):
+            made = self._ensure(start_at)
+        if self._unfilled:
+            with _locked(self.repo_root / ".lopen" / "checkouts.lock"):
+                self._check_out()
+        return made
 
     def _ensure(self, start_at: str) -> tuple[bool, str]:
         repo = Repository(self.repo_root)
@@ -191,6 +206,8 @@ class Worktree:
         self._git_dirs = self._trusted = None
         if self._is_worktree():
             self._trust()
+            # git writes a worktree's own index last (``_check_out``): none means its files were cut off
+            self._unfilled = self._trusted is not None and not os.path.lexists(self._trusted[0] / "index")
             return False, base
         if self.path.exists():
             if not (self.path / ".git").exists():
@@ -204,14 +221,37 @@ class Worktree:
         git(self.repo_root, "worktree", "prune")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._exclude_from_checkout()
+        add = ("worktree", "add", "-q", "--no-checkout")  # filled through Lopen's private index (_check_out)
         if created:
-            git(self.repo_root, "worktree", "add", "-q", "-b", self.branch, str(self.path), base or "HEAD")
+            git(self.repo_root, *add, "-b", self.branch, str(self.path), base or "HEAD")
         elif siblings:  # another worker's folder of this component has it too: each works in its own
-            git(self.repo_root, "worktree", "add", "-q", "--force", str(self.path), self.branch)
+            git(self.repo_root, *add, "--force", str(self.path), self.branch)
         else:
-            git(self.repo_root, "worktree", "add", "-q", str(self.path), self.branch)
+            git(self.repo_root, *add, str(self.path), self.branch)
         self._trust()
+        self._unfilled = True  # registered with git (no prune takes it): its files come after the lock
         return created, base
+
+    def _check_out(self) -> None:
+        """Write a new worktree's files through Lopen's private index (``tree()``'s), so that it starts
+        with the file times of the files git just wrote: the first ``tree()`` only looks at the files
+        (``lstat``) instead of reading and hashing every one of them again — seconds in a repository of
+        20,000 files. The worktree's own index is a copy (what ``git worktree add`` would have left);
+        Lopen's is never read from a file the model could have written. The own index is written last, so
+        a worktree without one had its check-out cut off (a killed run): it is checked out again, over
+        whatever files it has (``--reset``)."""
+        index = self._index_file()
+        index.with_name(index.name + ".lock").unlink(missing_ok=True)
+        index.unlink(missing_ok=True)
+        parallel = ("-c", "checkout.workers=0")  # as many as there are cores
+        self._git(*self.CACHED, *parallel, "read-tree", "--reset", "-u", self.ref, env={"GIT_INDEX_FILE": str(index)})
+        self._indexed = self.tip()
+        if self._trusted is not None:  # its times too: git's racy-file check stays exact
+            partial = self._trusted[0] / f"index.lopen-{os.getpid()}"
+            partial.unlink(missing_ok=True)
+            shutil.copy2(index, partial)
+            os.replace(partial, self._trusted[0] / "index")  # replaces whatever is there, never writes through it
+            self._own_index = self._indexed
 
     def _trust(self) -> None:
         """Pin the git folders now, while every git file agrees (just checked, or just made by git):
@@ -343,20 +383,28 @@ class Worktree:
             self._git_dirs = (private, common)
         return self._git_dirs
 
+    def _index_file(self) -> Path:
+        """Lopen's private index for this worktree (under ``.lopen/indexes/``, out of the model's reach)."""
+        index = self.repo_root / ".lopen" / "indexes" / (self.path.name + "-" + _digest(str(self.path)))
+        index.parent.mkdir(parents=True, exist_ok=True)
+        return index
+
     def tree(self) -> str:
         """The id of a git tree holding the worktree's files as they are now (ignored files left out).
 
         Built in a private index of Lopen's (under ``.lopen/indexes/``) that starts from the branch tip, so
         files the branch tracks stay even when a `.gitignore` matches them; the worktree's own index and
         HEAD are not touched. The index is kept between calls — read from the tip again only when the tip
-        moved — so git re-reads only the files that changed: three git processes per tree. New nested git
-        repositories are left out (``nested``), as files over ``max_file_bytes`` are (``left_out``).
+        moved, keeping the file times of what did not change — so one ``git status`` finds what changed
+        by looking at the files (``lstat``), reading and hashing only those, and ``git add`` then takes
+        just them: the cost grows with what changed, and with the number of files only as one ``lstat``
+        each. New nested git repositories are left out (``nested``), as files over
+        ``max_file_bytes`` are (``left_out``).
         """
         with self._tree_lock:
-            index = self.repo_root / ".lopen" / "indexes" / (self.path.name + "-" + _digest(str(self.path)))
-            index.parent.mkdir(parents=True, exist_ok=True)
+            index = self._index_file()
             env = {"GIT_INDEX_FILE": str(index)}  # on top of the pinned environment
-            excludes = ("-c", f"core.excludesFile={self._excludes_file()}")
+            excludes = ("-c", f"core.excludesFile={self._excludes_file()}", *self.CACHED)
             tip = self.tip()
             for attempt in range(2):
                 try:
@@ -365,36 +413,77 @@ class Worktree:
                     names = self._unindexed(excludes, env)
                     self.left_out = self._oversized(names) if self.max_file_bytes else []
                     self.nested = self._nested_repositories(names)
+                    everything = False
                     if self.left_out and self._indexed != "fresh":
                         self._read_tip(index, tip, env)  # an oversized file keeps the tip's version (if any)
-                    skip = [f":(exclude,literal){relative}" for relative, _size in self.left_out]
-                    skip += [f":(exclude,literal){folder}" for folder in self.nested]
-                    self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
+                        everything = True  # what changed is now counted from the tip, not from the last tree
+                    self._add(excludes, env, names, everything)
                     self._indexed = tip
-                    return self._git("write-tree", env=env)
+                    return self._git(*self.CACHED, "write-tree", env=env)
                 except GitError:
                     self._indexed = None  # a broken or locked index (a killed process's): start it afresh
                     if attempt:
                         raise
             raise AssertionError("unreachable")
 
+    def _add(self, excludes: tuple[str, ...], env: dict[str, str], names: list[str], everything: bool) -> None:
+        """Put the changed ``names`` into the private index (``git add -A``), leaving out the oversized
+        files and nested repositories; ``everything``: the whole worktree (also when so many paths changed
+        that naming them costs more than git's own walk)."""
+        skip = [f":(exclude,literal){relative}" for relative, _size in self.left_out]
+        skip += [f":(exclude,literal){folder}" for folder in self.nested]
+        left = {relative for relative, _size in self.left_out} | {f"{folder}/" for folder in self.nested}
+        named = [f":(literal){name}" for name in names if name not in left]
+        if everything or len(named) > ADD_NAMED_MAX:
+            self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
+        elif named:
+            listed = "\0".join([*named, *skip]).encode("utf-8", "surrogateescape")
+            self._git_bytes(
+                *excludes, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=listed, env=env
+            )
+
     def _read_tip(self, index: Path, tip: str, env: dict[str, str], fresh: bool = False) -> None:
         """Make the private index the branch tip (empty when there is none). An index already there is
         read over (``read-tree -m``): the entries whose content the tip has keep their file times, so the
-        next ``git add -A`` re-reads only the files that changed, not the whole repository (a tip that
+        next ``git status`` re-reads only the files that changed, not the whole repository (a tip that
         moved by one commit in a checkout of 20,000 files). ``fresh``: start from nothing (a broken one)."""
         index.with_name(index.name + ".lock").unlink(missing_ok=True)
         if fresh or not tip:
             index.unlink(missing_ok=True)
         if tip:
-            self._git("read-tree", *(["-m"] if index.exists() else []), tip, env=env)
+            self._git(*self.CACHED, "read-tree", *(["-m"] if index.exists() else []), tip, env=env)
         self._indexed = "fresh"
 
     def _unindexed(self, excludes: tuple[str, ...], env: dict[str, str]) -> list[str]:
-        """The new and changed paths against the private index (the tip), ignored ones left out; a
-        nested git repository is one entry, its folder with a trailing ``/``."""
-        listed = self._git_bytes(*excludes, "ls-files", "-z", "--others", "--modified", "--exclude-standard", env=env)
-        return [name for name in dict.fromkeys(listed.decode("utf-8", "surrogateescape").split("\0")) if name]
+        """The new, changed and deleted paths against the private index (the tip, or the last tree),
+        ignored ones left out; a nested git repository is one entry, its folder with a trailing ``/``.
+        One ``git status``: it looks at each file's times (``lstat``) and reads only those that changed."""
+        said = self._git_bytes(
+            *excludes,
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--untracked-files=all",
+            "--ignore-submodules=dirty",  # a submodule's commit counts, as for `git add`; nothing runs in it
+            "--no-renames",
+            env=env,
+        ).decode("utf-8", "surrogateescape")
+        names: list[str] = []
+        fields = iter(said.split("\0"))
+        for entry in fields:
+            kind = entry[:2]
+            if kind == "? ":
+                names.append(entry[2:])
+            elif kind == "1 ":  # 1 XY sub mH mI mW hH hI path: changed in the worktree when Y is not "."
+                parts = entry.split(" ", 8)
+                if parts[1][1:] != ".":
+                    names.append(parts[8])
+            elif kind == "2 ":  # a rename (not asked for): its path, then the original path as a field of its own
+                names.append(entry.split(" ", 9)[9])
+                next(fields, None)
+            elif kind == "u ":
+                names.append(entry.split(" ", 10)[10])
+        return [name for name in dict.fromkeys(names) if name]
 
     def _nested_repositories(self, names: list[str]) -> list[str]:
         """The folders that are git repositories of their own (a model's ``git init sub``, a cloned
@@ -636,12 +725,25 @@ class Worktree:
         """The worktree's own index becomes its HEAD (files untouched): after a run killed between a
         commit and the reset that follows it, `git status` there shows the work as committed, not as
         deleted and untracked. Lopen never stages there (its trees come from a private index)."""
+        if self._own_index is not None and self._own_index == self.tip():
+            self._own_index = None  # just checked out (``_check_out``): the own index is already the tip
+            return
+        self._own_index = None
         self._git("reset", "-q")
 
     def reset_to(self, sha: str) -> None:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
         self._git("reset", "-q", "--hard", sha)
         self._git("clean", "-fdq")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (a file under ``.lopen/``), between threads and processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 DELETING: list[threading.Thread] = []
