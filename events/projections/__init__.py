@@ -133,8 +133,6 @@ class _Run:
                     self._skipped(name, rec.seq, rec.event, exc)
 
     def _skipped(self, name: str, seq: int, event: Any, exc: Exception) -> None:
-        if isinstance(exc, Stale):  # another process saved newer rows meanwhile: start over from them
-            raise exc
         kind = "" if isinstance(exc, Invalid) else f"{type(exc).__name__}: "
         self.problems.append(f"projection {name!r} skipped event #{seq} ({type(event).__name__}): {kind}{exc}")
 
