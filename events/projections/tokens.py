@@ -18,7 +18,7 @@ from events.folds.tokens import TokenTotals, add_calls
 from events.projections.base import Projection, Skip, Table
 from events.recorded import Recorded
 
-__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens", "task_key"]
+__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens", "apply_run", "task_key"]
 
 
 Tokens = Table[TokenTotals]
@@ -73,7 +73,7 @@ def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:
         row.context_used, row.context_limit = e.used, e.limit
 
 
-def _tokens(t: Tokens, records: Sequence[Recorded], skip: Skip) -> None:
+def apply_run(t: Tokens, records: Sequence[Recorded], skip: Skip) -> None:
     """A run of one stream's events: the calls (``TokensUsed``) of one invocation in a row are added to its
     rows (``_rows``) at once (``add_calls``: exactly as one by one); ``InvocationStarted`` and
     ``ContextWindowMeasured`` go to their handlers (neither reads the sums, so the calls can wait)."""
@@ -113,4 +113,4 @@ def _add(t: Tokens, calls: list[tuple[int, ev.TokensUsed]], skip: Skip) -> None:
             skip(seq, e, exc)
 
 
-PROJECTION = Projection(name="tokens", row=TokenTotals, run=_tokens, version=3)
+PROJECTION = Projection(name="tokens", row=TokenTotals, run=apply_run, version=3)
