@@ -501,11 +501,14 @@ class SQLiteViewRecorder(SQLiteTrackingRecorder):
     def replace(self, names: Sequence[str], rows: Sequence[Row], position: int) -> None:
         marks = ",".join("?" * len(names))
         with self._write() as c:
-            c.execute(f"SELECT MAX(notification_id) FROM tracking WHERE application_name IN ({marks})", names)
-            ahead = c.fetchone()[0]
-            if ahead is not None and ahead > position:
+            c.execute(
+                f"SELECT application_name, notification_id FROM tracking WHERE application_name IN ({marks})", names
+            )
+            tracked = dict(c.fetchall())
+            if any(p is not None and p > position for p in tracked.values()):
                 raise Stale
-            # only the rows that differ are written: a rebuild of rows already right (a check) writes none
+            # only the rows that differ are written, and the positions only when they move: a rebuild of rows
+            # already right (a check) writes nothing, so its commit has nothing to sync to disk
             c.execute(f"SELECT projection, key, value FROM projection_rows WHERE projection IN ({marks})", names)
             stored = {(projection, key): value for projection, key, value in c.fetchall()}
             changed = [row for row in rows if stored.pop((row[0], row[1]), None) != row[2]]
@@ -515,9 +518,10 @@ class SQLiteViewRecorder(SQLiteTrackingRecorder):
                 "ON CONFLICT (projection, key) DO UPDATE SET value=excluded.value",
                 changed,
             )
-            c.execute(f"DELETE FROM tracking WHERE application_name IN ({marks})", names)
-            for name in names:
-                self._insert_tracking(c, Tracking(name, position))
+            if tracked != dict.fromkeys(names, position):
+                c.execute(f"DELETE FROM tracking WHERE application_name IN ({marks})", names)
+                for name in names:
+                    self._insert_tracking(c, Tracking(name, position))
 
 
 def rescue(path: Path, how: str) -> Path | None:

@@ -10,7 +10,8 @@ tests/test_fold_property.py.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Iterator, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -30,9 +31,9 @@ from events import catalogue as ev
 from events.errors import NewerSchemaVersion, StoreWriteError
 from events.journal import Journal
 from events.projections import PROJECTIONS, Projections
-from events.projections.base import Projection
+from events.projections.base import Projection, Skip
 from events.projections.plan import plan_path
-from events.recorded import module_stream
+from events.recorded import Recorded, module_stream
 from events.selection import session_records
 from events.store import EventStore
 from lopen.app.views.report import session_report, to_markdown
@@ -265,13 +266,28 @@ def test_an_event_the_fold_cannot_apply_is_skipped_and_reported_with_its_seq(
     assert result["problems"] == plan.problems and result["events"] == store.last_seq()
 
 
-def test_a_projection_handler_that_raises_is_reported_and_the_others_go_on(store: EventStore) -> None:
-    """A bug in one projection's code makes it stale for that event, never stops a command."""
+@pytest.mark.parametrize("by", ["event", "run"])
+def test_a_projection_handler_that_raises_is_reported_and_the_others_go_on(store: EventStore, by: str) -> None:
+    """A bug in one projection's code makes it stale for that event, never stops a command — whether the
+    projection takes its events one by one or a run at a time."""
 
     def broken(table: object, seq: int, event: ev.Event) -> None:
         raise KeyError("boom")
 
-    extra = Projection(name="broken", row=PROJECTIONS[0].row, handlers={ev.StepEntered: broken})
+    def broken_run(table: object, records: Sequence[Recorded], skip: Skip) -> None:
+        for rec in records:
+            try:
+                if isinstance(rec.event, ev.StepEntered):
+                    broken(table, rec.seq, rec.event)
+            except Exception as exc:
+                skip(rec.seq, rec.event, exc)
+
+    row = PROJECTIONS[0].row
+    extra = (
+        Projection(name="broken", row=row, handlers={ev.StepEntered: broken})
+        if by == "event"
+        else Projection(name="broken", row=row, run=broken_run)
+    )
     views = Projections(store, (*PROJECTIONS, extra), project=PROJECT)
     sid = session(store, "auth", ev.StepEntered(phase="planning", step=2), ev.ProgressReported(progress="x"))
     assert views.catch_up() == 3
@@ -401,6 +417,44 @@ def test_a_failed_save_does_not_count_events_twice(store: EventStore, monkeypatc
     views.catch_up()
     totals = views.tokens.session(sid)
     assert totals is not None and (totals.input, totals.invocations, totals.calls) == (5, 1, 1)
+
+
+def test_a_rebuild_adds_the_money_as_it_was_kept_call_by_call(store: EventStore) -> None:
+    """A rebuild adds an invocation's calls to its rows a run at a time; the premium requests and the money
+    still round call by call (0.1 + 0.2 + 0.3 is not 0.1 + 0.5), so the rebuilt rows are the ones kept
+    after every append, byte for byte."""
+    views = store.projections
+    views.follow()  # one call per append: the rows are kept call by call
+    sid = session(store, "auth", ev.InvocationStarted(invocation_id="a"))
+    for invocation, money in (("a", 0.1), ("b", 0.2), ("b", 0.3)):
+        if invocation == "b" and money == 0.2:
+            record(store, sid, ev.InvocationStarted(invocation_id="b"))
+        record(store, sid, ev.TokensUsed(invocation_id=invocation, input=1, premium=money, cost=money, priced=True))
+    kept = views.digest()
+    totals = views.tokens.session(sid)
+    assert totals is not None and (totals.premium, totals.cost, totals.calls) == (0.1 + 0.2 + 0.3,) * 2 + (3,)
+    assert views.rebuild()["problems"] == []
+    assert views.digest() == kept
+
+
+def test_a_rebuild_of_rows_already_right_writes_nothing(store: EventStore, tmp_path: Path) -> None:
+    """``lopen projections rebuild`` on a healthy store (its check, mostly) changes nothing in the database —
+    neither a row nor a position — so it has nothing to commit to disk; a row edited by hand is written back."""
+    sid = session(store, "auth", ev.StepEntered(phase="planning", step=2))
+    views = store.projections
+    views.rebuild()
+    other = sqlite3.connect(tmp_path / ".lopen" / "store.sqlite")  # sees every commit of another connection
+    before = other.execute("PRAGMA data_version").fetchone()
+    assert views.rebuild()["problems"] == []
+    assert other.execute("PRAGMA data_version").fetchone() == before
+    sessions = next(s.tracking_name for s in PROJECTIONS if s.name == "sessions")
+    store.backend.views.save([(sessions, f"{PROJECT}/{sid}", b'{"id":"x","module":"y"}')], [])
+    changed = other.execute("PRAGMA data_version").fetchone()
+    views.rebuild()
+    assert other.execute("PRAGMA data_version").fetchone() != changed
+    row = views.sessions.get(sid)
+    assert row is not None and row.step == 2
+    other.close()
 
 
 # -- on every backend ------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from events import catalogue as ev
@@ -16,7 +17,7 @@ from events.fold import DISPATCH, FOLDED, ModuleState, scope_key
 from events.folds import approval, claims, git, invocations, messages, plan, research, scopes, sessions
 from events.folds.rules import Rule, compose
 from events.folds.sessions import STATUS, SessionNode, status_after
-from events.folds.tokens import TokenTotals
+from events.folds.tokens import TokenTotals, add_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 CONCERNS = (sessions, approval, plan, scopes, git, claims, invocations, messages, research)
@@ -31,6 +32,24 @@ def test_token_totals_add_every_field_of_a_call() -> None:
     totals.add(ev.TokensUsed(input=200, output=20, premium=0.33))
     assert (totals.input, totals.output, totals.cache_read, totals.cache_write) == (1200, 120, 10, 5)
     assert (totals.total, totals.premium, totals.calls) == (1320, 1.0 + 0.33, 2)
+
+
+def test_calls_added_at_once_are_exactly_the_calls_added_one_by_one() -> None:
+    """The tokens projection adds a run of an invocation's calls at once (a rebuild, every call): the money and
+    premium requests still round call by call, as the live path adds them (0.1 + 0.2 + 0.3, not 0.1 + 0.5),
+    so a rebuilt row is byte-identical to the one kept call by call."""
+    calls = [
+        ev.TokensUsed(input=7, output=1, cache_read=3, cache_write=2, premium=0.2, cost=0.2, priced=True),
+        ev.TokensUsed(input=5, output=2, premium=0.3, cost=0.3, priced=True),
+        ev.TokensUsed(model="my-own-model", input=1, output=1),
+    ]
+    at_once, one_by_one = TokenTotals(premium=0.1, cost=0.1), TokenTotals(premium=0.1, cost=0.1)
+    add_calls([at_once], calls)
+    for call in calls:
+        one_by_one.add(call)
+    assert msgspec.json.encode(at_once) == msgspec.json.encode(one_by_one)
+    assert (at_once.premium, at_once.cost) == (0.1 + 0.2 + 0.3, 0.1 + 0.2 + 0.3) != (0.6, 0.6)
+    assert (at_once.input, at_once.cache_write, at_once.calls, at_once.unpriced) == (13, 2, 3, 1)
 
 
 def test_the_gateways_tally_is_the_token_fold_per_model_too() -> None:

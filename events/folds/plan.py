@@ -9,6 +9,7 @@ approval baseline a first plan takes is ``events.folds.approval``'s.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
     from events.fold import ModuleState
 
 
+@lru_cache(maxsize=4096)
 def slugify(name: str) -> str:
-    """A component's key: ``"Token Issuer"`` → ``"token-issuer"``."""
+    """A component's key: ``"Token Issuer"`` → ``"token-issuer"`` (remembered: a plan's few names come back
+    with every plan, selection and task list of a module's history)."""
     out = "".join(ch if ch.isalnum() else "-" for ch in name.strip().lower())
     return "-".join(part for part in out.split("-") if part) or "component"
 

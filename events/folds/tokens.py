@@ -20,13 +20,15 @@ Money is summed here, never computed: each call's ``cost`` was priced once, when
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import reduce
+from operator import add
 
 import msgspec
 
 from events import catalogue as ev
 
-__all__ = ["TokenTotals", "add_call", "dollars", "money"]
+__all__ = ["TokenTotals", "add_call", "add_calls", "dollars", "money"]
 
 
 class TokenTotals(msgspec.Struct, kw_only=True):
@@ -62,7 +64,7 @@ class TokenTotals(msgspec.Struct, kw_only=True):
 
     def count(self, input: int, output: int, cache_read: int = 0, cache_write: int = 0, premium: float = 0.0) -> None:
         """Add one model call's usage (``add`` for a recorded call; the gateway's tally before it is
-        recorded). With ``add_call``, the only code in Lopen that sums token fields."""
+        recorded). With ``add_calls``, the only code in Lopen that sums token fields."""
         self.input += input
         self.output += output
         self.cache_read += cache_read
@@ -72,21 +74,39 @@ class TokenTotals(msgspec.Struct, kw_only=True):
 
 
 def add_call(totals: Iterable[TokenTotals], event: ev.TokensUsed) -> None:
-    """Add one recorded model call to each of ``totals`` (``TokenTotals.add``; the tokens projection adds a
-    call to its invocation's, session's, module's and task's rows at once: a rebuild does it for every call)."""
-    input, output, cache_read, cache_write = event.input, event.output, event.cache_read, event.cache_write
-    premium, priced, cost = event.premium, event.priced, event.cost
+    """Add one recorded model call to each of ``totals`` (``TokenTotals.add``)."""
+    add_calls(totals, (event,))
+
+
+def add_calls(totals: Iterable[TokenTotals], calls: Sequence[ev.TokensUsed]) -> None:
+    """Add recorded model calls, in order, to each of ``totals``: exactly what adding them one by one does
+    (the integers summed first, the money and premium requests added call by call in the same order, so
+    every float rounds as it would). The tokens projection adds a run of an invocation's calls to its
+    invocation's, session's, module's and task's rows at once: a rebuild does it for every call."""
+    input = output = cache_read = cache_write = unpriced = 0
+    premiums: list[float] = []
+    costs: list[float] = []
+    for call in calls:
+        input += call.input
+        output += call.output
+        cache_read += call.cache_read
+        cache_write += call.cache_write
+        premiums.append(call.premium)
+        if call.priced:
+            costs.append(call.cost)
+        else:
+            unpriced += 1
+    n = len(calls)
     for row in totals:
         row.input += input
         row.output += output
         row.cache_read += cache_read
         row.cache_write += cache_write
-        row.premium += premium
-        row.calls += 1
-        if priced:
-            row.cost += cost
-        else:
-            row.unpriced += 1
+        row.premium = reduce(add, premiums, row.premium)  # left to right, as += call by call
+        row.calls += n
+        if costs:
+            row.cost = reduce(add, costs, row.cost)
+        row.unpriced += unpriced
 
 
 def dollars(amount: float) -> str:

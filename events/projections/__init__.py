@@ -22,11 +22,14 @@ fold skips it and keeps the problem in its row, and a handler that raises is rep
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -65,6 +68,11 @@ __all__ = [
 # in the order planned, tasks in the order recorded); a row decoded and folded on keeps that order.
 _ENCODE = msgspec.json.Encoder().encode
 CACHE_LIMIT = 20_000  # rows kept in memory between flushes
+# A rebuild's page: each projection reads a page's events in turn (a run at a time), so a page is best kept small
+# enough to stay in the processor's cache meanwhile (256 events, ~0.4 MB decoded: on bin/bench-store's store a
+# quarter faster than 1,000).
+REBUILD_PAGE = 256
+_STREAM = attrgetter("stream_id")
 
 
 @contextlib.contextmanager
@@ -88,39 +96,41 @@ class _Run:
         self.tables = {
             s.name: Table(s.row, (lambda key, name=s.name: loader(name, key)) if loader else None) for s in specs
         }
-        self._dispatch: dict[type, list[tuple[str, Table[Any], Handler]]] = {}
         self._history: set[str] = set()  # the module history streams seen (the others are not projected)
         self.problems: list[str] = []
 
-    def _calls(self, cls: type) -> list[tuple[str, Table[Any], Handler]]:
-        calls = self._dispatch[cls] = [
-            (s.name, self.tables[s.name], h) for s in self.specs if (h := s.handlers.get(cls))
-        ]
-        return calls
-
     def apply(self, records: Sequence[Recorded]) -> None:
-        positions, dispatch, history = self.positions, self._dispatch, self._history
+        """Apply ``records`` (in seq order) a run of one stream at a time: a projection with a ``run`` handler
+        gets the run (the part of it past its position), the others each event their handlers read."""
+        positions, history, tables = self.positions, self._history, self.tables
         floor = min(positions.values(), default=0)
         uniform = all(p == floor for p in positions.values())  # a rebuild's, and nearly every catch-up's
-        for rec in records:
-            seq = rec.seq
-            if seq <= floor:
-                continue
-            stream = rec.stream_id
+        if records and records[0].seq <= floor:
+            records = [r for r in records if r.seq > floor]
+        for stream, grouped in groupby(records, _STREAM):
             if stream not in history:
                 if not is_history(stream):
                     continue
                 history.add(stream)
-            event = rec.event
-            calls = dispatch.get(type(event))
-            if calls is None:
-                calls = self._calls(type(event))
-            for name, table, handler in calls:
-                if uniform or seq > positions[name]:
-                    try:
-                        handler(table, seq, event)
-                    except Exception as exc:  # a bug or a contradiction: stale for this event, never stuck
-                        self._skipped(name, seq, event, exc)
+            run = list(grouped)
+            for spec in self.specs:
+                name = spec.name
+                part = run if uniform else [r for r in run if r.seq > positions[name]]
+                if not part:
+                    continue
+                if spec.run is not None:
+                    spec.run(tables[name], part, functools.partial(self._skipped, name))
+                else:
+                    self._each(name, tables[name], spec.handlers, part)
+
+    def _each(self, name: str, table: Table[Any], handlers: dict[type, Handler], records: list[Recorded]) -> None:
+        for rec in records:
+            handler = handlers.get(type(rec.event))
+            if handler is not None:
+                try:
+                    handler(table, rec.seq, rec.event)
+                except Exception as exc:  # a bug or a contradiction: stale for this event, never stuck
+                    self._skipped(name, rec.seq, rec.event, exc)
 
     def _skipped(self, name: str, seq: int, event: Any, exc: Exception) -> None:
         kind = "" if isinstance(exc, Invalid) else f"{type(exc).__name__}: "
@@ -206,7 +216,7 @@ class Projections:
         position = events = 0
         with _collector_paused():
             while True:
-                for last, read, page in self.store.history_pages(position):
+                for last, read, page in self.store.history_pages(position, REBUILD_PAGE):
                     run.apply(page)
                     events += read
                     position = last

@@ -1,14 +1,21 @@
-"""What a projection is: a name, a row type, and handlers ``(table, seq, event) -> None``.
+"""What a projection is: a name, a row type, and handlers ``(table, seq, event) -> None`` — or one
+handler for a run of events, ``run(table, records, skip)``.
 
 A projection is a pure function of the event sequence. Its state is a table of
 rows (``msgspec.Struct``s) by key; handlers read rows with ``table.get``, change
 them, and mark them with ``table.put``. A handler that meets an event it cannot
 apply raises ``Invalid``; the runner reports it with the event's ``seq``.
+
+A projection with a ``run`` handler is given its events a run at a time: consecutive events of one
+module history stream (``Recorded``s, in order; a page of a rebuild holds runs of hundreds). The
+handler is the projection's logic, for the live path and the rebuild alike — it can look a row up
+once per run instead of once per event, and dispatch by type itself. It calls
+``skip(seq, event, exc)`` for an event it could not apply and goes on with the next.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -16,6 +23,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from events.catalogue import Event
+from events.recorded import Recorded
 
 R = TypeVar("R", bound=msgspec.Struct)
 
@@ -61,16 +69,21 @@ class Table(Generic[R]):
 
 
 Handler = Callable[[Table[Any], int, Any], None]
+Skip = Callable[[int, Any, Exception], None]
+RunHandler = Callable[[Table[Any], Sequence[Recorded], Skip], None]
 
 
 @dataclass(frozen=True)
 class Projection:
-    """``version`` names the logic: bumping it makes every store rebuild this projection."""
+    """``version`` names the logic: bumping it makes every store rebuild this projection. ``handlers``
+    name the event types it reads (and handle them one by one, unless ``run`` handles them a run at a time:
+    then the runner passes it every event of the run, of any type)."""
 
     name: str
     row: type[msgspec.Struct]
-    handlers: dict[type[Event], Handler]
+    handlers: dict[type[Event], Handler] = field(default_factory=dict)
     version: int = 1
+    run: RunHandler | None = None
     on_flush: Callable[[Path, dict[str, Any], str], None] | None = field(default=None)  # (root, rows, project)
 
     @property

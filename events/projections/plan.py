@@ -12,13 +12,14 @@ store) to ``.lopen/modules/<module>/plan.md``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from events.catalogue import EVENT_TYPES, Event
 from events.errors import StoreWriteError
 from events.fold import FOLDED, ModuleState, render_plan
-from events.projections.base import Projection, Table
+from events.projections.base import Projection, Skip, Table
+from events.recorded import Recorded
 
 PlanView = ModuleState
 Plans = Table[ModuleState]
@@ -28,15 +29,35 @@ def key(project: str, module: str) -> str:
     return f"{project}/{module}"
 
 
-def _fold(t: Plans, seq: int, e: Event) -> None:
-    k = f"{e.project}/{e.module}"  # key(), inlined: every event of every module comes here
-    state = t.get(k)
-    if state is None:
-        state = ModuleState(project=e.project, module=e.module)
-    if type(e) in FOLDED:
-        state.apply(e, seq)
-    state.version += 1
-    t.put(k, state)
+def _fold(t: Plans, records: Sequence[Recorded], skip: Skip) -> None:
+    """Fold a run of one stream's events into its module's row: the row is looked up once per run (again
+    only when an event names another module), and an event of a type the fold does not read only counts."""
+    state: ModuleState | None = None
+    project = module = k = ""
+    changed = False
+    for rec in records:
+        e = rec.event
+        if state is None or e.module != module or e.project != project:
+            if changed:
+                t.put(k, state)
+            project, module = e.project, e.module
+            k = f"{project}/{module}"  # key(), inlined
+            state = t.get(k)
+            changed = False
+            if state is None:
+                state = ModuleState(project=project, module=module)
+        try:
+            if type(e) in FOLDED:
+                state.apply(e, rec.seq)
+            state.version += 1
+        except Exception as exc:  # a bug: stale for this event (and a row it would have started is not kept)
+            skip(rec.seq, e, exc)
+            if not changed and t.get(k) is None:
+                state = None
+            continue
+        changed = True
+    if changed:
+        t.put(k, state)  # once per run: the row is the same object throughout
 
 
 def render(state: ModuleState) -> str:
@@ -74,7 +95,7 @@ def write_plans(root: Path, plans: dict[str, Any], project: str = "") -> None:
 PROJECTION = Projection(
     name="plan",
     row=ModuleState,
-    handlers=dict.fromkeys(EVENT_TYPES.values(), _fold),
+    run=_fold,
     version=3,
     on_flush=write_plans,
 )

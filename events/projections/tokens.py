@@ -11,11 +11,14 @@ oracle's, which ``oracle_invocations`` counts); the context window is the latest
 
 from __future__ import annotations
 
-from events import catalogue as ev
-from events.folds.tokens import TokenTotals, add_call
-from events.projections.base import Projection, Table
+from collections.abc import Sequence
 
-__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens", "task_key"]
+from events import catalogue as ev
+from events.folds.tokens import TokenTotals, add_calls
+from events.projections.base import Projection, Skip, Table
+from events.recorded import Recorded
+
+__all__ = ["KINDS", "PROJECTION", "TokenTotals", "Tokens", "apply_run", "task_key"]
 
 
 Tokens = Table[TokenTotals]
@@ -64,19 +67,50 @@ def _started(t: Tokens, seq: int, e: ev.InvocationStarted) -> None:
             row.invocations += 1
 
 
-def _used(t: Tokens, seq: int, e: ev.TokensUsed) -> None:
-    add_call(_rows(t, e, e.invocation_id), e)
-
-
 def _window(t: Tokens, seq: int, e: ev.ContextWindowMeasured) -> None:
     # a per-invocation figure (and the session's latest); the module row keeps none
     for row in _rows(t, e, e.invocation_id, with_module=False):
         row.context_used, row.context_limit = e.used, e.limit
 
 
-PROJECTION = Projection(
-    name="tokens",
-    row=TokenTotals,
-    handlers={ev.InvocationStarted: _started, ev.TokensUsed: _used, ev.ContextWindowMeasured: _window},
-    version=3,
-)
+def apply_run(t: Tokens, records: Sequence[Recorded], skip: Skip) -> None:
+    """A run of one stream's events: the calls (``TokensUsed``) of one invocation in a row are added to its
+    rows (``_rows``) at once (``add_calls``: exactly as one by one); ``InvocationStarted`` and
+    ``ContextWindowMeasured`` go to their handlers (neither reads the sums, so the calls can wait)."""
+    calls: list[tuple[int, ev.TokensUsed]] = []
+    invocation = session = project = module = ""
+    for rec in records:
+        e = rec.event
+        kind = type(e)
+        if kind is ev.TokensUsed:
+            if calls and (
+                e.invocation_id != invocation or e.session_id != session or e.module != module or e.project != project
+            ):
+                _add(t, calls, skip)
+                calls = []
+            if not calls:
+                invocation, session, module, project = e.invocation_id, e.session_id, e.module, e.project
+            calls.append((rec.seq, e))
+        elif kind is ev.InvocationStarted or kind is ev.ContextWindowMeasured:
+            if calls and kind is ev.InvocationStarted:  # it may give an invocation its task: its rows change
+                _add(t, calls, skip)
+                calls = []
+            try:
+                (_started if kind is ev.InvocationStarted else _window)(t, rec.seq, e)
+            except Exception as exc:  # a bug: stale for this event
+                skip(rec.seq, e, exc)
+    if calls:
+        _add(t, calls, skip)
+
+
+def _add(t: Tokens, calls: list[tuple[int, ev.TokensUsed]], skip: Skip) -> None:
+    """Add calls of one invocation (the same rows) in order."""
+    first = calls[0][1]
+    try:
+        add_calls(_rows(t, first, first.invocation_id), [e for _, e in calls])
+    except Exception as exc:  # a bug: stale for these events
+        for seq, e in calls:
+            skip(seq, e, exc)
+
+
+PROJECTION = Projection(name="tokens", row=TokenTotals, run=apply_run, version=3)

@@ -5,7 +5,7 @@ there):
 
 - ``apply(recorded)``: an event of the module's history, in stream order. The plan and progress go
   through ``events.fold.ModuleState`` — the same fold the projections and the run use — and the
-  token totals through the tokens projection's own handlers, so the TUI can never disagree with
+  token totals through the tokens projection's own handler, so the TUI can never disagree with
   ``lopen session show``. The rest (step, current invocation, model, context window) is read off
   the events of the followed session.
 - ``apply_stream(event)``: a streaming delta of the invocation now running (the model's narrative,
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from events import catalogue as ev
-from events.projections import tokens as token_projection
 from events.projections.base import Table
+from events.projections.tokens import apply_run as apply_tokens
 from events.recorded import Recorded
 from lopen.app.views.live import LIFECYCLE, ModuleState, TaskNode, TokenTotals
 from lopen.app.views.replay import research_lines
@@ -189,10 +189,8 @@ class ScreenState:
         self.fold.apply(event, rec.seq)
         self.fold.version = self.version = rec.version or self.version + 1
         self.last_seq = max(self.last_seq, rec.seq)
-        handler = token_projection.PROJECTION.handlers.get(type(event))
-        if handler is not None:
-            handler(self._tokens, rec.seq, event)
-            self._tokens.dirty.clear()
+        apply_tokens(self._tokens, (rec,), _raise)  # the tokens projection's own handler (a run of one event)
+        self._tokens.dirty.clear()
         self.changed.update(("top", "context"))
         self._follow(event)
         if event.session_id == self.session_id or not event.session_id:
@@ -542,3 +540,8 @@ def diff_of(name: str, arguments: Any) -> list[DiffLine]:
                 lines += [DiffLine("+", None, j + 1, new[j]) for j in range(j1, j2)]
         return lines
     return []
+
+
+def _raise(seq: int, event: ev.Event, exc: Exception) -> None:
+    """An event the tokens projection cannot apply is a bug here as well: not hidden."""
+    raise exc
