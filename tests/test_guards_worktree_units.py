@@ -756,3 +756,72 @@ def test_advance_keeps_what_the_model_staged_in_a_file_the_merge_did_not_touch(r
     wt.advance(old, new)
     assert (wt.path / "app.py").read_text() == "print('v2')\n"
     assert (wt.path / "k.txt").read_text() == "staged\n"
+
+
+# -- config.worktree put back --------------------------------------------------------------------------
+
+
+def test_a_kept_value_with_a_newline_a_quote_and_a_backslash_survives_the_rewrite_as_git_reads_it(repo, wt):
+    config = private_dir(wt) / "config.worktree"
+    write(
+        config,
+        '[core]\n\tsparseCheckout = "a\\nb\\\\c\\"d"\n\tsparseCheckoutCone = true\n\tfsmonitor = /bin/evil\n'
+        "[index]\n\tsparse = true\n",
+    )
+    assert wt.restore_git_files() == ["the worktree's git folder's config.worktree set core.fsmonitor: removed"]
+    assert config.read_text() == (
+        '[core]\n\tsparsecheckout = "a\\nb\\\\c\\"d"\n\tsparsecheckoutcone = "true"\n[index]\n\tsparse = "true"\n'
+    )
+    listed = subprocess.run(
+        ["git", "config", "--file", str(config), "--null", "--list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert listed.split("\0")[:-1] == [
+        'core.sparsecheckout\na\nb\\c"d',
+        "core.sparsecheckoutcone\ntrue",
+        "index.sparse\ntrue",
+    ]
+    assert wt.restore_git_files() == []  # what it wrote, it keeps
+
+
+def test_a_config_worktree_made_a_symlink_is_replaced_though_its_target_keeps_only_sparse_keys(tmp_path, wt):
+    target = tmp_path / "models-config"
+    write(target, "[core]\n\tsparseCheckout = true\n")  # harmless now; the model can change it at any time
+    config = private_dir(wt) / "config.worktree"
+    config.symlink_to(target)
+    assert wt.restore_git_files() == [
+        f"the worktree's git folder's config.worktree set made a symlink to {target}: removed"
+    ]
+    assert not config.is_symlink() and config.read_text() == ""
+    assert target.read_text() == "[core]\n\tsparseCheckout = true\n"
+
+
+# -- removing a worktree ---------------------------------------------------------------------------------
+
+
+def test_a_worktree_that_cannot_be_moved_aside_is_removed_by_git_with_its_changes(repo):
+    name = "m" * 240  # the name it would be moved aside under is longer than a file name may be
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / name, "lopen/long")
+    wt.ensure()
+    write(wt.path / "app.py", "print('unsaved')\n")  # changes git refuses to drop without --force
+    wt.remove()
+    assert not wt.path.exists()
+    assert str(wt.path) not in git(repo, "worktree", "list")
+    assert not [p for p in wt.path.parent.iterdir() if ".removed-" in p.name]
+
+
+def test_deleted_says_whether_the_background_deletions_are_done_within_the_time_given():
+    import threading
+
+    from lopen.git import worktree
+
+    release = threading.Event()
+    slow = threading.Thread(target=release.wait, args=(5,), daemon=True)  # a deletion still going on
+    slow.start()
+    worktree.DELETING.append(slow)
+    try:
+        assert worktree.deleted(timeout=0.01) is False
+        assert [slow] == worktree.DELETING
+    finally:
+        release.set()
+    assert worktree.deleted() is True
+    assert worktree.DELETING == []

@@ -303,8 +303,8 @@ class Worktree:
         if entries is not None and len(kept) == len(entries):
             return ""
         removed = sorted({key for key, _ in entries or ()} - WORKTREE_CONFIG_KEPT)
+        what = ", ".join(removed) if removed else _described(path)  # what the model left, before it goes
         _rewrite(path, _config_text(kept))
-        what = ", ".join(removed) if removed else _described(path)
         return f"{_label(self.path, path)} set {what}: removed"
 
     # -- reading it -----------------------------------------------------------------------------
@@ -734,7 +734,7 @@ def _config_text(entries: list[tuple[str, str]]) -> str:
         if head != section:
             section = head
             lines.append(f"[{head}]")
-        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")  # a raw newline: a bad line
         lines.append(f'\t{name} = "{quoted}"')
     return "".join(f"{line}\n" for line in lines)
 
