@@ -1,0 +1,272 @@
+"""The model's worktree (lopen/git/worktree.py), where the mutation run found its guards untested: the
+user's own ignore files, a ``core.worktree`` a model plants, nested repositories beside the user's
+submodules, sizes measured against the tip, git's non-UTF-8 words, ``advance`` over staged work,
+``config.worktree`` put back, and removing a worktree the slow way. Real git in temporary folders.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from repos import git, make_repo, write
+
+from lopen.git import Worktree
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path)
+
+
+@pytest.fixture
+def wt(repo: Path) -> Worktree:
+    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
+    worktree.ensure()
+    return worktree
+
+
+def private_dir(wt: Worktree) -> Path:
+    return Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-dir"))
+
+
+# -- the user's own ignore files -------------------------------------------------------------------
+
+
+def names_in(repo: Path, tree: str) -> list[str]:
+    return sorted(git(repo, "ls-tree", "-r", "--name-only", tree).split())
+
+
+def lopen_ignoring(repo: Path, *ignore: str) -> Worktree:
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", ignore=ignore)
+    wt.ensure()
+    write(wt.path / "notes.log", "log\n")
+    write(wt.path / "__pycache__" / "m.pyc", "pyc\n")
+    write(wt.path / "cache" / "c.bin", "cache\n")
+    write(wt.path / "keep.py", "K = 1\n")
+    return wt
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home of the test's own: git's global configuration and excludes file are read from it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    return home
+
+
+def test_the_users_configured_excludes_file_and_lopens_patterns_keep_their_files_out(repo, home):
+    write(home / "my-ignores", "*.log")  # no newline at its end; named with ~ in git's configuration
+    git(repo, "config", "core.excludesFile", "~/my-ignores")
+    wt = lopen_ignoring(repo, "__pycache__/", "cache/")
+    assert names_in(repo, wt.tree()) == ["app.py", "keep.py"]
+    assert (repo / ".lopen" / "git-excludes").read_text() == "*.log\n__pycache__/\ncache/\n"
+
+
+def test_the_users_excludes_file_under_xdg_config_home_is_used_when_none_is_configured(repo, home, monkeypatch):
+    write(home / "xdg" / "git" / "ignore", "*.log\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+    wt = lopen_ignoring(repo, "__pycache__/")
+    assert names_in(repo, wt.tree()) == ["app.py", "cache/c.bin", "keep.py"]
+    assert (repo / ".lopen" / "git-excludes").read_text() == "*.log\n__pycache__/\n"
+
+
+def test_the_users_excludes_file_under_the_home_config_folder_is_used_without_xdg_config_home(repo, home):
+    write(home / ".config" / "git" / "ignore", "*.log\n")
+    wt = lopen_ignoring(repo, "cache/")
+    assert names_in(repo, wt.tree()) == ["__pycache__/m.pyc", "app.py", "keep.py"]
+
+
+def test_without_an_excludes_file_of_the_users_only_lopens_patterns_apply(repo, home):
+    wt = lopen_ignoring(repo, "cache/")
+    assert names_in(repo, wt.tree()) == ["__pycache__/m.pyc", "app.py", "keep.py", "notes.log"]
+    assert (repo / ".lopen" / "git-excludes").read_text() == "cache/\n"
+
+
+def test_an_excludes_file_that_cannot_be_read_is_skipped(repo, home):
+    git(repo, "config", "core.excludesFile", "/proc/self/mem")  # a file whose reading fails (EIO)
+    wt = lopen_ignoring(repo, "cache/")
+    assert names_in(repo, wt.tree()) == ["__pycache__/m.pyc", "app.py", "keep.py", "notes.log"]
+    assert (repo / ".lopen" / "git-excludes").read_text() == "cache/\n"
+
+
+def test_an_excludes_file_an_earlier_run_left_with_other_patterns_is_written_again(repo, home):
+    write(repo / ".lopen" / "git-excludes", "*.log\n")  # another setting's patterns
+    wt = lopen_ignoring(repo, "cache/")
+    assert names_in(repo, wt.tree()) == ["__pycache__/m.pyc", "app.py", "keep.py", "notes.log"]
+
+
+def test_a_tree_is_written_after_lopens_folder_was_deleted(repo, tmp_path):
+    import shutil
+
+    wt = Worktree(repo, tmp_path / "outside" / "auth", "lopen/auth")
+    wt.ensure()
+    shutil.rmtree(repo / ".lopen")
+    write(wt.path / "b.py", "B\n")
+    assert names_in(repo, wt.tree()) == ["app.py", "b.py"]
+
+
+# -- pinned git folders --------------------------------------------------------------------------------
+
+
+def test_a_core_worktree_the_model_sets_never_points_lopens_git_at_another_folder(tmp_path, repo, wt):
+    decoy = tmp_path / "decoy"
+    write(decoy / "planted.py", "evil\n")
+    git(repo, "config", "extensions.worktreeConfig", "true")
+    write(private_dir(wt) / "config.worktree", f"[core]\n\tworktree = {decoy}\n")
+    write(wt.path / "mine.py", "M\n")
+    fresh = Worktree(repo, wt.path, wt.branch)
+    assert names_in(repo, fresh.tree()) == ["app.py", "mine.py"]
+    assert fresh.dirty_files() == ["mine.py"]
+
+
+# -- nested repositories and submodules ----------------------------------------------------------------
+
+
+def test_a_nested_repository_whose_name_ends_like_a_mutation_is_named_whole(repo, wt):
+    git(wt.path, "init", "-q", "TeX")  # a name ending in X: only "/" is cut from it
+    write(wt.path / "TeX" / "t.tex", "x\n")
+    tree = wt.tree()
+    assert wt.nested == ["TeX"]
+    assert names_in(repo, tree) == ["app.py"]
+
+
+def test_a_submodule_the_branch_tracks_is_recorded_at_its_new_commit_not_left_out(repo, wt):
+    sub = wt.path / "sub"
+    git(wt.path, "init", "-q", "sub")
+    write(sub / "s.txt", "1\n")
+    git(sub, "add", ".")
+    git(sub, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qm", "one")
+    first = git(sub, "rev-parse", "HEAD")
+    tip = wt.tip()
+    index = {"GIT_INDEX_FILE": str(wt.path.parent / "sub-index")}
+    subprocess.run(["git", "read-tree", tip], cwd=repo, env={**os.environ, **index}, check=True)
+    subprocess.run(
+        ["git", "update-index", "--add", "--cacheinfo", f"160000,{first},sub"],
+        cwd=repo,
+        env={**os.environ, **index},
+        check=True,
+    )
+    tree = subprocess.run(
+        ["git", "write-tree"], cwd=repo, env={**os.environ, **index}, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    wt.move_branch(wt.commit(tree, tip, "the user's submodule"))
+    write(sub / "s.txt", "2\n")
+    git(sub, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qam", "two")
+    second = git(sub, "rev-parse", "HEAD")
+    tree = wt.tree()
+    assert wt.nested == []
+    assert git(repo, "ls-tree", tree, "sub").split()[:3] == ["160000", "commit", second]
+
+
+# -- sizes measured against the tip ---------------------------------------------------------------------
+
+
+def test_a_large_file_the_tip_holds_unchanged_is_not_reported_left_out(repo):
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
+    wt.ensure()
+    write(wt.path / "big.bin", "x" * 500)  # committed by Lopen (commit-tree): the worktree's own index lacks it
+    wt.commit(wt.tree(), wt.tip(), "big")
+    limited = Worktree(repo, wt.path, wt.branch, max_file_bytes=100)  # the limit set afterwards
+    write(wt.path / "b.py", "B\n")
+    tree = limited.tree()
+    assert limited.left_out == []
+    assert names_in(repo, tree) == ["app.py", "b.py", "big.bin"]
+
+
+# -- git's words ---------------------------------------------------------------------------------------
+
+
+def test_show_of_a_path_that_is_not_utf8_is_none_not_a_crash(wt):
+    assert wt.show(wt.tip(), os.fsdecode(b"\xff.txt")) is None  # git names it, raw, in its error
+
+
+# -- advancing over the model's staged work ------------------------------------------------------------
+
+
+def test_advance_keeps_what_the_model_staged_in_a_file_the_merge_did_not_touch(repo, wt):
+    old = wt.commit_file("k.txt", b"k\n", wt.tip(), "k")
+    write(wt.path / "k.txt", "staged\n")
+    git(wt.path, "add", "k.txt")
+    other = Worktree(repo, repo / ".lopen" / "worktrees" / "other", "lopen/other")
+    other.ensure(old)
+    write(other.path / "app.py", "print('v2')\n")
+    new = other.commit(other.tree(), old, "v2")
+    wt.move_branch(new)
+    wt.advance(old, new)
+    assert (wt.path / "app.py").read_text() == "print('v2')\n"
+    assert (wt.path / "k.txt").read_text() == "staged\n"
+
+
+# -- config.worktree put back --------------------------------------------------------------------------
+
+
+def test_a_kept_value_with_a_newline_a_quote_and_a_backslash_survives_the_rewrite_as_git_reads_it(repo, wt):
+    config = private_dir(wt) / "config.worktree"
+    write(
+        config,
+        '[core]\n\tsparseCheckout = "a\\nb\\\\c\\"d"\n\tsparseCheckoutCone = true\n\tfsmonitor = /bin/evil\n'
+        "[index]\n\tsparse = true\n",
+    )
+    assert wt.restore_git_files() == ["the worktree's git folder's config.worktree set core.fsmonitor: removed"]
+    assert config.read_text() == (
+        '[core]\n\tsparsecheckout = "a\\nb\\\\c\\"d"\n\tsparsecheckoutcone = "true"\n[index]\n\tsparse = "true"\n'
+    )
+    listed = subprocess.run(
+        ["git", "config", "--file", str(config), "--null", "--list"], capture_output=True, text=True, check=True
+    ).stdout
+    assert listed.split("\0")[:-1] == [
+        'core.sparsecheckout\na\nb\\c"d',
+        "core.sparsecheckoutcone\ntrue",
+        "index.sparse\ntrue",
+    ]
+    assert wt.restore_git_files() == []  # what it wrote, it keeps
+
+
+def test_a_config_worktree_made_a_symlink_is_replaced_though_its_target_keeps_only_sparse_keys(tmp_path, wt):
+    target = tmp_path / "models-config"
+    write(target, "[core]\n\tsparseCheckout = true\n")  # harmless now; the model can change it at any time
+    config = private_dir(wt) / "config.worktree"
+    config.symlink_to(target)
+    assert wt.restore_git_files() == [
+        f"the worktree's git folder's config.worktree set made a symlink to {target}: removed"
+    ]
+    assert not config.is_symlink() and config.read_text() == ""
+    assert target.read_text() == "[core]\n\tsparseCheckout = true\n"
+
+
+# -- removing a worktree ---------------------------------------------------------------------------------
+
+
+def test_a_worktree_that_cannot_be_moved_aside_is_removed_by_git_with_its_changes(repo):
+    name = "m" * 240  # the name it would be moved aside under is longer than a file name may be
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / name, "lopen/long")
+    wt.ensure()
+    write(wt.path / "app.py", "print('unsaved')\n")  # changes git refuses to drop without --force
+    wt.remove()
+    assert not wt.path.exists()
+    assert str(wt.path) not in git(repo, "worktree", "list")
+    assert not [p for p in wt.path.parent.iterdir() if ".removed-" in p.name]
+
+
+def test_deleted_says_whether_the_background_deletions_are_done_within_the_time_given():
+    import threading
+
+    from lopen.git import worktree
+
+    release = threading.Event()
+    slow = threading.Thread(target=release.wait, args=(5,), daemon=True)  # a deletion still going on
+    slow.start()
+    worktree.DELETING.append(slow)
+    try:
+        assert worktree.deleted(timeout=0.01) is False
+        assert [slow] == worktree.DELETING
+    finally:
+        release.set()
+    assert worktree.deleted() is True
+    assert worktree.DELETING == []
