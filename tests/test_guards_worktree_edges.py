@@ -270,3 +270,42 @@ def test_deleted_says_whether_the_background_deletions_are_done_within_the_time_
         release.set()
     assert worktree.deleted() is True
     assert worktree.DELETING == []
+
+
+def test_a_removed_worktrees_files_are_deleted_by_threads_that_never_hold_the_process_at_exit(wt):
+    from lopen.git import worktree
+
+    write(wt.path / "big" / "file.txt", "x\n")
+    wt.remove()
+    assert worktree.DELETING and all(thread.daemon for thread in worktree.DELETING)
+    assert worktree.deleted()
+
+
+def test_a_leftover_named_like_a_removed_worktree_that_is_a_symlink_is_never_followed_nor_an_error(
+    tmp_path, monkeypatch, wt
+):
+    import threading
+
+    from lopen.git import worktree
+
+    precious = tmp_path / "precious"
+    write(precious / "keep.txt", "mine\n")
+    (wt.path.parent / f".{wt.path.name}.removed-1-1").symlink_to(precious)
+    failures: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+    wt.remove()
+    assert worktree.deleted()
+    assert (precious / "keep.txt").read_text() == "mine\n"
+    assert failures == []
+
+
+# -- HEAD put back -----------------------------------------------------------------------------------------
+
+
+def test_head_is_put_back_by_git_when_refs_are_not_files(repo, wt):
+    git(wt.path, "checkout", "-q", "--detach")
+    (repo / ".git" / "reftable").mkdir()  # git 2.39 makes no reftable repository: the folder stands for one
+    fresh = Worktree(repo, wt.path, wt.branch)
+    fresh.restore_head()
+    assert git(wt.path, "symbolic-ref", "HEAD") == "refs/heads/lopen/auth"
+    assert fresh.head_ref() == "refs/heads/lopen/auth"
