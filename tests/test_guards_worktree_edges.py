@@ -309,3 +309,14 @@ def test_head_is_put_back_by_git_when_refs_are_not_files(repo, wt):
     fresh.restore_head()
     assert git(wt.path, "symbolic-ref", "HEAD") == "refs/heads/lopen/auth"
     assert fresh.head_ref() == "refs/heads/lopen/auth"
+
+
+def test_a_pointer_made_a_hard_link_is_named_so_and_replaced_without_writing_the_other_file(tmp_path, wt):
+    pointer = wt.path / ".git"
+    text = pointer.read_text()
+    other = tmp_path / "models-file"
+    os.link(pointer, other)  # the model's own name for the same file: a write through one shows in both
+    assert wt.restore_git_files() == [".git was made a hard link to another file"]
+    assert pointer.read_text() == text and pointer.stat().st_nlink == 1
+    write(pointer, "gitdir: /elsewhere\n")
+    assert other.read_text() == text  # no longer the same file
