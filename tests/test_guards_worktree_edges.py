@@ -320,3 +320,40 @@ def test_a_pointer_made_a_hard_link_is_named_so_and_replaced_without_writing_the
     assert pointer.read_text() == text and pointer.stat().st_nlink == 1
     write(pointer, "gitdir: /elsewhere\n")
     assert other.read_text() == text  # no longer the same file
+
+
+# -- named pipes where git's files were ------------------------------------------------------------------
+# Reading a named pipe blocks until something writes to it: a model that puts one in place of a git file
+# must not make Lopen wait forever (git itself would: Lopen never asks it about such a file).
+
+
+def mkfifo_at(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.timeout(10)
+def test_a_pointer_made_a_named_pipe_is_put_back_and_named_so(wt):
+    text = (wt.path / ".git").read_text()
+    mkfifo_at(wt.path / ".git")
+    assert wt.restore_git_files() == [".git was made a named pipe"]
+    assert (wt.path / ".git").read_text() == text
+
+
+@pytest.mark.timeout(10)
+def test_a_worktree_whose_pointer_is_a_named_pipe_is_not_trusted_and_made_again(wt):
+    mkfifo_at(wt.path / ".git")
+    Worktree(wt.repo_root, wt.path, wt.branch).ensure()
+    [aside] = [p for p in wt.path.parent.iterdir() if p.name.startswith(f"{wt.path.name}.broken-")]
+    assert (aside / ".git.untrusted").exists()
+    assert git(wt.path, "symbolic-ref", "HEAD") == "refs/heads/lopen/auth"
+
+
+@pytest.mark.timeout(10)
+def test_a_head_made_a_named_pipe_is_no_branch_and_is_put_back(repo, wt):
+    mkfifo_at(private_dir(wt) / "HEAD")
+    fresh = Worktree(repo, wt.path, wt.branch)
+    assert fresh.head_ref() == ""
+    fresh.restore_head()
+    assert fresh.head_ref() == "refs/heads/lopen/auth"
+    assert git(wt.path, "symbolic-ref", "HEAD") == "refs/heads/lopen/auth"
