@@ -357,3 +357,49 @@ def test_a_head_made_a_named_pipe_is_no_branch_and_is_put_back(repo, wt):
     fresh.restore_head()
     assert fresh.head_ref() == "refs/heads/lopen/auth"
     assert git(wt.path, "symbolic-ref", "HEAD") == "refs/heads/lopen/auth"
+
+
+# -- what restore_git_files says the model left, and how it writes git's files back --------------------------
+
+
+def test_a_pointer_rewritten_to_text_that_is_not_utf8_is_quoted_with_replacement_characters(wt):
+    (wt.path / ".git").write_bytes(b"gitdir: /tmp/\xff\xfe")
+    assert wt.restore_git_files() == [".git was rewritten to 'gitdir: /tmp/\ufffd\ufffd'"]
+
+
+def test_what_a_pointer_was_rewritten_to_is_quoted_from_its_first_200_bytes_and_cut_at_120_characters(wt):
+    write(wt.path / ".git", " " * 200 + "gitdir: /beyond/the/first/200/bytes\n")
+    assert wt.restore_git_files() == [".git was rewritten to ''"]
+    write(wt.path / ".git", "x" * 130)
+    assert wt.restore_git_files() == [f".git was rewritten to '{'x' * 120}'"]
+
+
+def test_a_pointer_made_a_socket_is_said_to_be_unreadable_and_put_back(monkeypatch, wt):
+    import socket
+
+    text = (wt.path / ".git").read_text()
+    (wt.path / ".git").unlink()
+    monkeypatch.chdir(wt.path)  # a socket's path is short: bound relative to its folder
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(".git")
+        assert wt.restore_git_files() == [".git was made unreadable"]
+    assert (wt.path / ".git").read_text() == text
+
+
+def test_a_plain_file_put_back_is_rewritten_in_place_and_a_missing_one_made_rw_r__r__(wt):
+    pointer = wt.path / ".git"
+    text = pointer.read_text()
+    write(pointer, "gitdir: /elsewhere\n")
+    held = os.open(pointer, os.O_RDONLY)  # as a read-only bind of it in a running sandbox holds it
+    try:
+        assert wt.restore_git_files() == [".git was rewritten to 'gitdir: /elsewhere'"]
+        assert os.pread(held, 4096, 0).decode() == text  # the same file, rewritten: the bind stays in force
+    finally:
+        os.close(held)
+    pointer.unlink()
+    old = os.umask(0o022)
+    try:
+        assert wt.restore_git_files() == [".git was removed"]
+    finally:
+        os.umask(old)
+    assert pointer.stat().st_mode & 0o777 == 0o644
