@@ -403,3 +403,15 @@ def test_a_plain_file_put_back_is_rewritten_in_place_and_a_missing_one_made_rw_r
     finally:
         os.umask(old)
     assert pointer.stat().st_mode & 0o777 == 0o644
+
+
+# -- where Lopen's git runs ------------------------------------------------------------------------------
+
+
+def test_lopens_git_runs_at_the_worktrees_top_whatever_folder_lopen_runs_from(monkeypatch, repo, wt):
+    write(wt.path / "sub" / "s.txt", "s\n")
+    write(wt.path / "top.py", "T = 1\n")
+    monkeypatch.chdir(wt.path / "sub")  # git's paths ('.', a file's name) are relative to where it runs
+    assert names_in(repo, wt.tree()) == ["app.py", "sub/s.txt", "top.py"]
+    tip = wt.commit_file("spec.md", b"# spec\n", wt.tip(), "docs: spec")
+    assert git(wt.path, "diff", "--cached", "--name-only", tip) == ""  # the worktree's index has the file too
