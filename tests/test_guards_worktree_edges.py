@@ -415,3 +415,13 @@ def test_lopens_git_runs_at_the_worktrees_top_whatever_folder_lopen_runs_from(mo
     assert names_in(repo, wt.tree()) == ["app.py", "sub/s.txt", "top.py"]
     tip = wt.commit_file("spec.md", b"# spec\n", wt.tip(), "docs: spec")
     assert git(wt.path, "diff", "--cached", "--name-only", tip) == ""  # the worktree's index has the file too
+
+
+def test_a_private_index_deleted_between_two_trees_is_read_from_the_tip_again(repo):
+    wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", ignore=("*.md",))
+    wt.ensure()
+    tip = wt.commit_file("docs/spec.md", b"# spec\n", wt.tip(), "docs: spec")  # tracked, though Lopen ignores *.md
+    assert wt.tree() == wt.tree_of(tip)
+    [index] = (repo / ".lopen" / "indexes").iterdir()
+    index.unlink()  # someone cleaned .lopen/ up
+    assert wt.tree() == wt.tree_of(tip)
