@@ -425,3 +425,13 @@ def test_a_private_index_deleted_between_two_trees_is_read_from_the_tip_again(re
     [index] = (repo / ".lopen" / "indexes").iterdir()
     index.unlink()  # someone cleaned .lopen/ up
     assert wt.tree() == wt.tree_of(tip)
+
+
+def test_a_private_index_git_cannot_read_is_made_afresh_from_the_tip(repo, wt):
+    write(wt.path / "b.py", "B\n")
+    first = wt.tree()
+    [index] = (repo / ".lopen" / "indexes").iterdir()
+    index.write_bytes(b"DIRC garbage: a git killed while writing it")
+    assert Worktree(repo, wt.path, wt.branch).tree() == first  # a new run
+    index.write_bytes(b"DIRC garbage again")
+    assert wt.tree() == first  # the same run, its index already read
