@@ -435,3 +435,42 @@ def test_a_private_index_git_cannot_read_is_made_afresh_from_the_tip(repo, wt):
     assert Worktree(repo, wt.path, wt.branch).tree() == first  # a new run
     index.write_bytes(b"DIRC garbage again")
     assert wt.tree() == first  # the same run, its index already read
+
+
+# -- what ensure() tells the person it cannot do ---------------------------------------------------------
+
+
+def refusal(worktree: Worktree, start_at: str = "") -> tuple[str, str, str]:
+    from lopen.git import GitError
+
+    with pytest.raises(GitError) as caught:
+        worktree.ensure(start_at)
+    return caught.value.what, caught.value.why, caught.value.how
+
+
+def test_a_branch_the_history_places_at_a_commit_this_clone_lacks_is_refused_with_how_to_fetch_it(repo):
+    missing = "1234567890" * 4
+    assert refusal(Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth"), missing) == (
+        "the module's history says lopen/auth is at 12345678, which this clone does not have",
+        "another clone (or another machine) built it, sharing this project's event store",
+        "fetch it first: `git fetch <remote> lopen/auth:lopen/auth`, then run again",
+    )
+
+
+def test_a_branch_checked_out_in_the_users_checkout_is_refused_with_how_to_free_it(repo):
+    git(repo, "checkout", "-q", "-b", "lopen/auth")
+    assert refusal(Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")) == (
+        f"lopen/auth is checked out in {repo}",
+        "Lopen builds the module in its own worktree and git allows a branch in one worktree only",
+        f"switch that checkout to another branch (`git -C {repo} checkout -`), then run again",
+    )
+
+
+def test_a_folder_of_the_users_where_the_worktree_would_go_is_refused_with_how_to_move_it(repo):
+    write(repo / "src" / "auth" / "code.py", "mine\n")
+    assert refusal(Worktree(repo, repo / "src" / "auth", "lopen/auth")) == (
+        f"{repo / 'src' / 'auth'} exists and is not a worktree Lopen made",
+        "Lopen builds each module in its own worktree, <git.worktree_dir>/<module>, and never touches a folder "
+        "of yours",
+        "set git.worktree_dir to another folder (`lopen config set git.worktree_dir .lopen/worktrees`)",
+    )
