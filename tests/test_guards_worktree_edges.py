@@ -474,3 +474,9 @@ def test_a_folder_of_the_users_where_the_worktree_would_go_is_refused_with_how_t
         "of yours",
         "set git.worktree_dir to another folder (`lopen config set git.worktree_dir .lopen/worktrees`)",
     )
+
+
+def test_a_worktree_folder_several_levels_below_missing_folders_is_made(repo):
+    wt = Worktree(repo, repo / "build" / "lopen" / "worktrees" / "auth", "lopen/auth")
+    assert wt.ensure()[0] is True
+    assert (wt.path / "app.py").read_text() == "print('v1')\n"
