@@ -480,3 +480,12 @@ def test_a_worktree_folder_several_levels_below_missing_folders_is_made(repo):
     wt = Worktree(repo, repo / "build" / "lopen" / "worktrees" / "auth", "lopen/auth")
     assert wt.ensure()[0] is True
     assert (wt.path / "app.py").read_text() == "print('v1')\n"
+
+
+# -- lines changed ------------------------------------------------------------------------------------------
+
+
+def test_numstat_counts_a_file_whose_name_holds_a_tab(wt):
+    base = wt.tip()
+    write(wt.path / "a\tb.py", "one\ntwo\n")  # with -z git writes the name as it is, tab included
+    assert wt.numstat(base, wt.tree()) == (2, 0, 1)
