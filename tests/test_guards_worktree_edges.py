@@ -489,3 +489,9 @@ def test_numstat_counts_a_file_whose_name_holds_a_tab(wt):
     base = wt.tip()
     write(wt.path / "a\tb.py", "one\ntwo\n")  # with -z git writes the name as it is, tab included
     assert wt.numstat(base, wt.tree()) == (2, 0, 1)
+
+
+def test_a_tree_of_a_worktree_whose_branch_is_gone_holds_its_files(repo, wt):
+    git(repo, "update-ref", "-d", "refs/heads/lopen/auth")  # no tip: the private index starts empty
+    write(wt.path / "b.py", "B\n")
+    assert names_in(repo, Worktree(repo, wt.path, wt.branch).tree()) == ["app.py", "b.py"]
