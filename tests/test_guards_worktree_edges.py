@@ -495,3 +495,10 @@ def test_a_tree_of_a_worktree_whose_branch_is_gone_holds_its_files(repo, wt):
     git(repo, "update-ref", "-d", "refs/heads/lopen/auth")  # no tip: the private index starts empty
     write(wt.path / "b.py", "B\n")
     assert names_in(repo, Worktree(repo, wt.path, wt.branch).tree()) == ["app.py", "b.py"]
+
+
+def test_every_key_removed_from_config_worktree_is_named(wt):
+    write(private_dir(wt) / "config.worktree", '[core]\n\tfsmonitor = /bin/evil\n[filter "x"]\n\tclean = /bin/evil\n')
+    assert wt.restore_git_files() == [
+        "the worktree's git folder's config.worktree set core.fsmonitor, filter.x.clean: removed"
+    ]
