@@ -62,6 +62,14 @@ def _read_ref(common: Path, ref: str) -> str | None:
     return ""
 
 
+def _read_text(path: Path) -> str:
+    """A regular file's text (a symlink to one followed); for anything else an OSError, without reading it: a
+    named pipe a model put in a git file's place would block the read, and Lopen with it."""
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise OSError  # the callers read an OSError as "not there, or not what git made"
+    return path.read_text(encoding="utf-8")
+
+
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:10]
 
@@ -146,14 +154,14 @@ class Worktree:
         ``<common>/worktrees/``, whose ``gitdir`` points back here and whose ``commondir`` leads to
         ``common``. None otherwise (a model rewrote one of them, or the worktree is gone)."""
         try:
-            pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
+            pointer = _read_text(self.path / ".git").strip()
             if not pointer.startswith("gitdir: "):
                 return None
             private = Path(pointer.removeprefix("gitdir: ")).resolve()
             if private.parent != common / "worktrees":
                 return None
-            back = Path((private / "gitdir").read_text(encoding="utf-8").strip()).resolve()
-            leads = (private / (private / "commondir").read_text(encoding="utf-8").strip()).resolve()
+            back = Path(_read_text(private / "gitdir").strip()).resolve()
+            leads = (private / _read_text(private / "commondir").strip()).resolve()
         except (OSError, ValueError):  # ValueError: a file that is not UTF-8 text (UnicodeDecodeError)
             return None
         if back != (self.path / ".git").resolve() or leads != common:
@@ -343,8 +351,8 @@ class Worktree:
         if entries is not None and len(kept) == len(entries):
             return ""
         removed = sorted({key for key, _ in entries or ()} - WORKTREE_CONFIG_KEPT)
+        what = ", ".join(removed) if removed else _described(path)  # what the model left, before it goes
         _rewrite(path, _config_text(kept))
-        what = ", ".join(removed) if removed else _described(path)
         return f"{_label(self.path, path)} set {what}: removed"
 
     # -- reading it -----------------------------------------------------------------------------
@@ -359,13 +367,14 @@ class Worktree:
         return self._git("rev-parse", "--verify", "-q", self.ref, check=False)
 
     def head_ref(self) -> str:
-        """What HEAD points at: ``refs/heads/<branch>``, or "" when detached."""
+        """What HEAD points at: ``refs/heads/<branch>``, or "" when detached or when HEAD is no file git can
+        read (missing, a folder, a named pipe: git itself would block on a pipe)."""
         dirs = self._dirs()
         if dirs is not None:
             try:
-                head = (dirs[0] / "HEAD").read_text(encoding="utf-8").strip()
+                head = _read_text(dirs[0] / "HEAD").strip()
             except OSError:
-                head = ""
+                return ""
             if head.startswith("ref: "):
                 return head.removeprefix("ref: ").strip()
             if _SHA.fullmatch(head):
@@ -786,6 +795,8 @@ def _described(path: Path) -> str:
         return f"made a symlink to {os.readlink(path)}"
     if stat.S_ISDIR(info.st_mode):
         return "made a folder"
+    if stat.S_ISFIFO(info.st_mode):
+        return "made a named pipe"  # never opened: reading one would block
     if info.st_nlink != 1:
         return "made a hard link to another file"
     try:
@@ -836,7 +847,7 @@ def _config_text(entries: list[tuple[str, str]]) -> str:
         if head != section:
             section = head
             lines.append(f"[{head}]")
-        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")  # a raw newline: a bad line
         lines.append(f'\t{name} = "{quoted}"')
     return "".join(f"{line}\n" for line in lines)
 
