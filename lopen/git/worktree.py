@@ -394,7 +394,8 @@ class Worktree:
 
     def _index_file(self) -> Path:
         """Lopen's private index for this worktree (under ``.lopen/indexes/``, out of the model's reach)."""
-        index = self.repo_root / ".lopen" / "indexes" / (self.path.name + "-" + _digest(str(self.path)))
+        short = self.path.name.encode()[:100].decode(errors="ignore")  # its name, with .lock, fits 255 bytes
+        index = self.repo_root / ".lopen" / "indexes" / (short + "-" + _digest(str(self.path)))
         index.parent.mkdir(parents=True, exist_ok=True)
         return index
 
