@@ -1560,3 +1560,15 @@ def test_a_branch_recorded_without_a_base_is_not_taken_for_a_move(world):
     world.start().ensure().get()
     assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
     assert world.worktree.tip() == world.base
+
+
+def test_the_approved_specs_commit_names_the_session_and_the_chain_head_it_was_made_on(world):
+    write(world.root / "docs" / "spec.md", "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    (recorded,) = [r for r in world.store.read_stream(world.journal.stream) if isinstance(r.event, ev.CommitRecorded)]
+    adopted = recorded.event
+    assert adopted.chain.split()[0] == str(recorded.version - 1)  # the head just before it was recorded
+    assert git(world.root, "log", "-n1", "--format=%B", adopted.sha).strip() == (
+        f"docs({MODULE}): the approved specification\n\nLopen-Session: {world.session}\nLopen-Chain: {adopted.chain}"
+    )
