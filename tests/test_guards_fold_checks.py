@@ -966,3 +966,22 @@ def test_a_verified_component_with_a_failed_task_is_not_done_and_still_blocks() 
     assert refused(state, ev.ComponentSelected(component="API")) == (
         "component api depends on core, which are not complete yet"
     )
+
+
+def test_the_lines_and_files_changed_are_summed_per_component_and_for_the_module_from_committed_tasks() -> None:
+    """P2 (the plan tree and ``lopen report``): what each component's commits changed, and the module's."""
+    state = fold(
+        components("Core", "API"),
+        tasks("Core", 1, 2),
+        tasks("API", 1),
+        module_branch(),
+        *done("core/1"),
+        ev.CommitRecorded(sha="c1", task_id="core/1", parent=MODULE_TIP, added=5, removed=1, files=2),
+        *done("api/1"),
+        ev.CommitRecorded(sha="c2", task_id="api/1", parent="c1", added=3, files=1),
+        *done("core/2"),  # complete, not committed yet: it changed nothing on the branch
+    )
+    assert state.changes("core") == (5, 1, 2)
+    assert state.changes("api") == (3, 0, 1)
+    assert state.changes() == (8, 1, 3)
+    assert state.changes("docs") == (0, 0, 0)  # no such component
