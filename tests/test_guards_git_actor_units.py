@@ -1572,3 +1572,21 @@ def test_the_approved_specs_commit_names_the_session_and_the_chain_head_it_was_m
     assert git(world.root, "log", "-n1", "--format=%B", adopted.sha).strip() == (
         f"docs({MODULE}): the approved specification\n\nLopen-Session: {world.session}\nLopen-Chain: {adopted.chain}"
     )
+
+
+def test_a_branch_the_engine_made_before_the_actor_started_is_recorded_as_created(world):
+    """The engine makes the worktree before the Copilot CLI starts (its sandbox binds it) and tells the
+    actor so: the record says the branch was created, at the person's HEAD."""
+    made, _base = world.worktree.ensure()
+    assert made
+    world.start().ensure(True).get()
+    (ensured,) = world.events(ev.BranchEnsured)
+    assert (ensured.branch, ensured.created, ensured.base, ensured.worktree) == (
+        BRANCH,
+        True,
+        world.base,
+        str(world.worktree.path),
+    )
+    world.refs[0].stop()
+    world.start().ensure().get()  # the next run: made before, recorded before
+    assert len(world.events(ev.BranchEnsured)) == 1
