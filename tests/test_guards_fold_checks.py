@@ -985,3 +985,8 @@ def test_the_lines_and_files_changed_are_summed_per_component_and_for_the_module
     assert state.changes("api") == (3, 0, 1)
     assert state.changes() == (8, 1, 3)
     assert state.changes("docs") == (0, 0, 0)  # no such component
+
+
+def test_a_started_component_listed_after_a_kept_one_cannot_be_dropped() -> None:
+    state = fold(components("Core", "API"), tasks("Core", 1), tasks("API", 1), *move("api/1", "pending", "in-progress"))
+    assert refused(state, components("Core")) == "component api has started work (api/1) and cannot be dropped"
