@@ -13,7 +13,7 @@ import itertools
 import pytest
 
 from events import catalogue as ev
-from events.fold import ModuleState, aggregate, render_plan, slugify
+from events.fold import Fence, ModuleState, aggregate, render_plan, slugify
 from events.folds import plan
 
 MODULE_TIP = "1111111111aaaa"  # longer than the 10 characters a refusal shows
@@ -990,3 +990,23 @@ def test_the_lines_and_files_changed_are_summed_per_component_and_for_the_module
 def test_a_started_component_listed_after_a_kept_one_cannot_be_dropped() -> None:
     state = fold(components("Core", "API"), tasks("Core", 1), tasks("API", 1), *move("api/1", "pending", "in-progress"))
     assert refused(state, components("Core")) == "component api has started work (api/1) and cannot be dropped"
+
+
+def test_a_fence_holds_only_while_its_own_claim_is_the_items_and_its_lease_runs() -> None:
+    """Every claim gets the next token of the history; a holder's fence names why it no longer holds."""
+    state = fold(components("Core"), claim("core", "w1", until=3600, at=10), claim("core", "w1", until=7200, at=20))
+    first, again = Fence(item="core", worker="w1", token=1), Fence(item="core", worker="w1", token=2)
+    assert (state.claims["core"].token, state.claims_made) == (2, 2)
+    assert again.problem(state, 7199.5) is None
+    assert first.problem(state, 100) == "core was claimed again, by w1 (claim #2, not #1)"  # the same worker
+    assert Fence(item="core", worker="w2", token=2).problem(state, 100) == (
+        "core was claimed again, by w1 (claim #2, not #2)"
+    )
+    assert again.problem(state, 7200) == "the lease of w1 on core ran out at 02:00:00Z"  # at its end, not after
+    assert (
+        Fence(item=":plan", worker="w1", token=2).problem(state, 100) == ":plan is no longer claimed by w1 (released)"
+    )
+    state.apply(ev.ComponentReleased(component="core", worker="w1", reason="done"))
+    assert again.problem(state, 100) == "core is no longer claimed by w1 (released)"
+    state.apply(claim("core", "w2", 9000, 30))  # a claim after a release: the next token, never one given before
+    assert state.claims["core"].token == 3
