@@ -1010,3 +1010,15 @@ def test_a_fence_holds_only_while_its_own_claim_is_the_items_and_its_lease_runs(
     assert again.problem(state, 100) == "core is no longer claimed by w1 (released)"
     state.apply(claim("core", "w2", 9000, 30))  # a claim after a release: the next token, never one given before
     assert state.claims["core"].token == 3
+
+
+def test_a_session_remembers_the_process_that_opened_it_and_an_abandoned_one_is_ended() -> None:
+    """A worker whose process is gone has its running sessions abandoned by the one taking over
+    (actors/foreman.py finds them by the process that opened them)."""
+    state = fold(
+        ev.SessionStarted(session_id="a", at=1.0, worker="host:1"),
+        ev.SessionStarted(session_id="b", at=2.0, worker="host:2"),
+    )
+    assert [(n.worker, n.status) for n in state.sessions.values()] == [("host:1", "running"), ("host:2", "running")]
+    state.apply(ev.SessionAbandoned(session_id="b", reason="its process host:2 is gone"))
+    assert state.sessions["b"].status == "abandoned" and state.unfinished_session() == "a"
