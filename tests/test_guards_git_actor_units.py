@@ -1590,3 +1590,17 @@ def test_a_branch_the_engine_made_before_the_actor_started_is_recorded_as_create
     world.refs[0].stop()
     world.start().ensure().get()  # the next run: made before, recorded before
     assert len(world.events(ev.BranchEnsured)) == 1
+
+
+def test_a_stopped_actor_no_longer_listens_to_the_history(world):
+    """One process (the TUI, the MCP server) runs the module many times: each run's stopped actor leaves the
+    store's subscribers as they were, so no dead actor is called on every later event, and what is recorded
+    after the run's end is committed by the next run, not by the stopped actor."""
+    before = len(world.store._bus._subs)
+    for _ in range(3):
+        world.start().ensure().get()
+        world.refs[-1].stop()
+    assert len(world.store._bus._subs) == before
+    write(world.worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    assert world.events(ev.CommitRecorded) == [] and world.worktree.tip() == world.base
