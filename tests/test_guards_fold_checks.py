@@ -13,7 +13,7 @@ import itertools
 import pytest
 
 from events import catalogue as ev
-from events.fold import ModuleState, aggregate, render_plan, slugify
+from events.fold import Fence, ModuleState, aggregate, render_plan, slugify
 from events.folds import plan
 
 MODULE_TIP = "1111111111aaaa"  # longer than the 10 characters a refusal shows
@@ -966,3 +966,59 @@ def test_a_verified_component_with_a_failed_task_is_not_done_and_still_blocks() 
     assert refused(state, ev.ComponentSelected(component="API")) == (
         "component api depends on core, which are not complete yet"
     )
+
+
+def test_the_lines_and_files_changed_are_summed_per_component_and_for_the_module_from_committed_tasks() -> None:
+    """P2 (the plan tree and ``lopen report``): what each component's commits changed, and the module's."""
+    state = fold(
+        components("Core", "API"),
+        tasks("Core", 1, 2),
+        tasks("API", 1),
+        module_branch(),
+        *done("core/1"),
+        ev.CommitRecorded(sha="c1", task_id="core/1", parent=MODULE_TIP, added=5, removed=1, files=2),
+        *done("api/1"),
+        ev.CommitRecorded(sha="c2", task_id="api/1", parent="c1", added=3, files=1),
+        *done("core/2"),  # complete, not committed yet: it changed nothing on the branch
+    )
+    assert state.changes("core") == (5, 1, 2)
+    assert state.changes("api") == (3, 0, 1)
+    assert state.changes() == (8, 1, 3)
+    assert state.changes("docs") == (0, 0, 0)  # no such component
+
+
+def test_a_started_component_listed_after_a_kept_one_cannot_be_dropped() -> None:
+    state = fold(components("Core", "API"), tasks("Core", 1), tasks("API", 1), *move("api/1", "pending", "in-progress"))
+    assert refused(state, components("Core")) == "component api has started work (api/1) and cannot be dropped"
+
+
+def test_a_fence_holds_only_while_its_own_claim_is_the_items_and_its_lease_runs() -> None:
+    """Every claim gets the next token of the history; a holder's fence names why it no longer holds."""
+    state = fold(components("Core"), claim("core", "w1", until=3600, at=10), claim("core", "w1", until=7200, at=20))
+    first, again = Fence(item="core", worker="w1", token=1), Fence(item="core", worker="w1", token=2)
+    assert (state.claims["core"].token, state.claims_made) == (2, 2)
+    assert again.problem(state, 7199.5) is None
+    assert first.problem(state, 100) == "core was claimed again, by w1 (claim #2, not #1)"  # the same worker
+    assert Fence(item="core", worker="w2", token=2).problem(state, 100) == (
+        "core was claimed again, by w1 (claim #2, not #2)"
+    )
+    assert again.problem(state, 7200) == "the lease of w1 on core ran out at 02:00:00Z"  # at its end, not after
+    assert (
+        Fence(item=":plan", worker="w1", token=2).problem(state, 100) == ":plan is no longer claimed by w1 (released)"
+    )
+    state.apply(ev.ComponentReleased(component="core", worker="w1", reason="done"))
+    assert again.problem(state, 100) == "core is no longer claimed by w1 (released)"
+    state.apply(claim("core", "w2", 9000, 30))  # a claim after a release: the next token, never one given before
+    assert state.claims["core"].token == 3
+
+
+def test_a_session_remembers_the_process_that_opened_it_and_an_abandoned_one_is_ended() -> None:
+    """A worker whose process is gone has its running sessions abandoned by the one taking over
+    (actors/foreman.py finds them by the process that opened them)."""
+    state = fold(
+        ev.SessionStarted(session_id="a", at=1.0, worker="host:1"),
+        ev.SessionStarted(session_id="b", at=2.0, worker="host:2"),
+    )
+    assert [(n.worker, n.status) for n in state.sessions.values()] == [("host:1", "running"), ("host:2", "running")]
+    state.apply(ev.SessionAbandoned(session_id="b", reason="its process host:2 is gone"))
+    assert state.sessions["b"].status == "abandoned" and state.unfinished_session() == "a"

@@ -1560,3 +1560,47 @@ def test_a_branch_recorded_without_a_base_is_not_taken_for_a_move(world):
     world.start().ensure().get()
     assert world.events(ev.Reverted) == [] and world.events(ev.TaskReopened) == []
     assert world.worktree.tip() == world.base
+
+
+def test_the_approved_specs_commit_names_the_session_and_the_chain_head_it_was_made_on(world):
+    write(world.root / "docs" / "spec.md", "# v1\n")
+    actor = world.start(spec=(world.root, "docs/spec.md"))
+    actor.ensure().get()
+    (recorded,) = [r for r in world.store.read_stream(world.journal.stream) if isinstance(r.event, ev.CommitRecorded)]
+    adopted = recorded.event
+    assert adopted.chain.split()[0] == str(recorded.version - 1)  # the head just before it was recorded
+    assert git(world.root, "log", "-n1", "--format=%B", adopted.sha).strip() == (
+        f"docs({MODULE}): the approved specification\n\nLopen-Session: {world.session}\nLopen-Chain: {adopted.chain}"
+    )
+
+
+def test_a_branch_the_engine_made_before_the_actor_started_is_recorded_as_created(world):
+    """The engine makes the worktree before the Copilot CLI starts (its sandbox binds it) and tells the
+    actor so: the record says the branch was created, at the person's HEAD."""
+    made, _base = world.worktree.ensure()
+    assert made
+    world.start().ensure(True).get()
+    (ensured,) = world.events(ev.BranchEnsured)
+    assert (ensured.branch, ensured.created, ensured.base, ensured.worktree) == (
+        BRANCH,
+        True,
+        world.base,
+        str(world.worktree.path),
+    )
+    world.refs[0].stop()
+    world.start().ensure().get()  # the next run: made before, recorded before
+    assert len(world.events(ev.BranchEnsured)) == 1
+
+
+def test_a_stopped_actor_no_longer_listens_to_the_history(world):
+    """One process (the TUI, the MCP server) runs the module many times: each run's stopped actor leaves the
+    store's subscribers as they were, so no dead actor is called on every later event, and what is recorded
+    after the run's end is committed by the next run, not by the stopped actor."""
+    before = len(world.store._bus._subs)
+    for _ in range(3):
+        world.start().ensure().get()
+        world.refs[-1].stop()
+    assert len(world.store._bus._subs) == before
+    write(world.worktree.path / "core.py", "C = 1\n")
+    world.complete("core/1", world.worktree.tree())
+    assert world.events(ev.CommitRecorded) == [] and world.worktree.tip() == world.base
