@@ -145,7 +145,7 @@ class GitActor(pykka.ThreadingActor):
         if self.worktree.tip():
             self.worktree.sync_index()  # a run killed after a commit, before its reset
         self.adopt_spec()
-        if made:
+        if created:  # new to the remote too, whoever made it (the engine makes it before the actor starts)
             self._publish()
         return self.worktree.branch
 

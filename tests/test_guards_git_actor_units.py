@@ -1604,3 +1604,15 @@ def test_a_stopped_actor_no_longer_listens_to_the_history(world):
     write(world.worktree.path / "core.py", "C = 1\n")
     world.complete("core/1", world.worktree.tree())
     assert world.events(ev.CommitRecorded) == [] and world.worktree.tip() == world.base
+
+
+def test_a_module_branch_the_engine_made_before_the_actor_is_published_too(world, tmp_path_factory):
+    """``ensure(created=True)``: the engine (or a worker) made the worktree and its branch first, so the actor's
+    own ensure makes nothing — the branch is still new to the remote, and another clone waits for it there."""
+    bare = tmp_path_factory.mktemp("remote") / "origin.git"
+    git(world.root, "init", "-q", "--bare", str(bare))
+    made, _base = world.worktree.ensure(None)
+    assert made
+    world.start(remote=str(bare)).ensure(created=True).get()
+    remote = subprocess.run(["git", "rev-parse", f"refs/heads/{BRANCH}"], cwd=bare, capture_output=True, text=True)
+    assert remote.stdout.strip() == git(world.root, "rev-parse", BRANCH), remote.stderr
