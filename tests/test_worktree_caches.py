@@ -7,26 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from repos import git, write
 
 from lopen.git import Worktree
 from lopen.git.worktree import ADD_NAMED_MAX
 from lopen.project import ensure_lopen_dir
 
 FILES = 120
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 def files_of(cwd: Path, tree: str) -> dict[str, str]:
