@@ -80,6 +80,14 @@ def commit_on(module: Worktree, files: dict[str, str | None], message: str) -> s
 def test_lanes_take_the_spares_checked_out_ahead_and_get_the_worktrees_they_would_have_made(
     repo: Path, module: Worktree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    written: list[Path] = []  # the worktrees whose files were checked out (written), spares included
+    check_out = Worktree._check_out
+
+    def checking_out(worktree: Worktree, at: str = "") -> None:
+        written.append(worktree.path)
+        check_out(worktree, at)
+
+    monkeypatch.setattr(Worktree, "_check_out", checking_out)
     spares = Spares(repo, spares_dir(module.path))
     spares.fill(2, module.tip())
     lanes = [lane(module, name, spares) for name in ("api", "store")]
@@ -99,6 +107,7 @@ def test_lanes_take_the_spares_checked_out_ahead_and_get_the_worktrees_they_woul
         assert taken.dirty_files() == []
         assert (taken.path / "src" / "d1" / "f001.py").read_text(encoding="utf-8") == "VALUE = 1\n"
     assert not [path for path in known if ".spares" in path]  # both taken: none left
+    assert sorted(p.name for p in written) == ["spare-1", "spare-2"]  # no lane wrote the repository's files
     # a lane's first tree finds every file's times in its index, as a worktree made in place does
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
@@ -117,6 +126,7 @@ def test_a_spare_checked_out_before_the_module_moved_on_is_brought_to_the_lane_s
     spares.fill(1, module.tip())
     spare = spares.take()
     assert spare is not None
+    inode = (spare.path / "src" / "d1" / "f001.py").stat().st_ino
     start = commit_on(
         module, {"PLAN.md": "# plan\n", "src/d0/f000.py": "VALUE = 'zero'\n", "src/d3/f003.py": None}, "plan"
     )
@@ -131,6 +141,7 @@ def test_a_spare_checked_out_before_the_module_moved_on_is_brought_to_the_lane_s
     assert (taken.path / "PLAN.md").read_text(encoding="utf-8") == "# plan\n"
     assert (taken.path / "src" / "d0" / "f000.py").read_text(encoding="utf-8") == "VALUE = 'zero'\n"
     assert not (taken.path / "src" / "d3" / "f003.py").exists()
+    assert (taken.path / "src" / "d1" / "f001.py").stat().st_ino == inode  # the spare's file: not written again
     assert git(taken.path, "status", "--porcelain") == ""
     assert taken.tree() == taken.tree_of(start)
     assert not spare.path.exists() and not spare.index.exists()
