@@ -9,30 +9,19 @@ import threading
 from pathlib import Path
 
 import pytest
-from repos import git, write
+from repos import git, make_repo, write
 from test_worktree_caches import files_reread
 
 from lopen.git import Worktree
 from lopen.git.spares import Spares, spares_dir
 from lopen.git.worktree import Spare
-from lopen.project import ensure_lopen_dir
 
 FILES = 60
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@example.com")
-    for n in range(FILES):
-        write(root / "src" / f"d{n % 4}" / f"f{n:03d}.py", f"VALUE = {n}\n")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "initial")
-    ensure_lopen_dir(root)
-    return root
+    return make_repo(tmp_path, {f"src/d{n % 4}/f{n:03d}.py": f"VALUE = {n}\n" for n in range(FILES)})
 
 
 @pytest.fixture
