@@ -18,14 +18,16 @@ def write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def make_repo(tmp_path: Path) -> Path:
-    """``<tmp_path>/repo``: a repository on ``main`` with one commit (``app.py``), an identity and ``.lopen/``."""
+def make_repo(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
+    """``<tmp_path>/repo``: a repository on ``main`` with one commit of ``files`` (path → text; default: an
+    ``app.py``), an identity and ``.lopen/``."""
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.name", "Test")
     git(root, "config", "user.email", "test@example.com")
-    write(root / "app.py", "print('v1')\n")
+    for name, text in (files or {"app.py": "print('v1')\n"}).items():
+        write(root / name, text)
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "initial")
     ensure_lopen_dir(root)

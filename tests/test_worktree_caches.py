@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from repos import git, write
+from repos import git, make_repo, write
 
 from lopen.git import Worktree
 from lopen.git.worktree import ADD_NAMED_MAX
-from lopen.project import ensure_lopen_dir
 
 FILES = 120
 
@@ -27,18 +26,8 @@ def files_of(cwd: Path, tree: str) -> dict[str, str]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@example.com")
-    for n in range(FILES):
-        write(root / "src" / f"d{n % 6}" / f"f{n:03d}.py", f"VALUE = {n}\n")
-    write(root / ".gitignore", "*.log\n")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "initial")
-    ensure_lopen_dir(root)
-    return root
+    files = {f"src/d{n % 6}/f{n:03d}.py": f"VALUE = {n}\n" for n in range(FILES)}
+    return make_repo(tmp_path, files | {".gitignore": "*.log\n"})
 
 
 @pytest.fixture

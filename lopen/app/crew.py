@@ -35,7 +35,7 @@ from actors.metrics import MetricsActor
 from actors.oracle import OracleActor
 from actors.planner import PlannerActor
 from actors.task_runner import TaskRunnerActor
-from events.fold import Fence
+from events.fold import Fence, ModuleState
 from events.journal import FencedJournal, Journal
 from events.locks import worker_alive
 from events.store import EventStore
@@ -44,6 +44,7 @@ from lopen.copilot.gateway import Cancel, Gateway
 from lopen.copilot.results import StreamEvent
 from lopen.documents.paths import spec_path
 from lopen.git import Worktree
+from lopen.git.spares import Spares, spares_dir
 from lopen.workflow.budgets import Limit, Totals
 from lopen.workflow.evidence import EvidenceCollector
 from lopen.workflow.invoke import Invoker
@@ -96,12 +97,14 @@ class Crew:
         ask: Callable[[str], bool] | None,
         watch: Callable[[str, StreamEvent], None] | None,
         worker: str,
+        spares: Spares | None = None,
     ) -> None:
         self.parts = parts
         self.say = say
         self.watch = watch
         self.worker = worker
         self.own_folders = False  # a `lopen worker`: each lane's worktree is this process's own (lane_folder)
+        self.spares = spares  # a `lopen run` in lanes: worktrees checked out while the model plans (closed here)
         self.started: list[pykka.ActorRef] = []
         self.lanes: list[Callable[[], None]] = []  # how to stop each lane started
         root, module, settings, store, project, journal, watcher, worktree, _, _ = parts
@@ -214,6 +217,7 @@ class Crew:
             ignore=settings.git.ignore,
             max_file_bytes=settings.git.max_file_mb * 1024 * 1024,
             shared_branch=True,
+            take_spare=self.spares.take if self.spares is not None and not self.own_folders else None,
         )
         stop = threading.Event()
         cancel = Cancel()
@@ -294,3 +298,23 @@ class Crew:
             ref.stop(block=False)
         for ref in self.started:
             ref.actor_stopped.wait(STOP_TIMEOUT)
+        if self.spares is not None:
+            self.spares.close()
+
+
+def start_spares(root: Path, worktree: Worktree, journal: Journal, parallelism: int) -> Spares:
+    """A `lopen run` that builds in lanes starts checking out their worktrees now, in the background, while
+    the CLI starts and the model plans (``lopen.git.spares``); it holds the module alone, so the spares
+    under ``<worktree>.spares/`` are its own."""
+    spares = Spares(root, spares_dir(worktree.path))
+    spares.fill(journal.read(lambda s: spares_wanted(s, parallelism, lanes_dir(worktree.path))), worktree.tip())
+    return spares
+
+
+def spares_wanted(state: ModuleState, parallelism: int, lanes: Path) -> int:
+    """How many lanes will need a new worktree: as many as may run at once before the plan is known, then
+    the components left to build that have no folder yet, up to that."""
+    if not state.components:
+        return parallelism
+    left = [slug for slug in state.components if not state.component_done(slug) and not (lanes / slug).exists()]
+    return min(parallelism, len(left))

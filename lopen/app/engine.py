@@ -31,7 +31,7 @@ from events.locks import WorkerMark, module_lock
 from events.store import EventStore
 from lopen import __version__
 from lopen.app.commands import face_actor
-from lopen.app.crew import Crew, Parts, lanes_dir
+from lopen.app.crew import Crew, Parts, lanes_dir, start_spares
 from lopen.app.interrupt import stopping_on_signals
 from lopen.config import Settings
 from lopen.copilot.gateway import Gateway, GatewayConfig, ProviderConfig
@@ -41,6 +41,7 @@ from lopen.copilot.mcp_servers import session_servers
 from lopen.copilot.results import StreamEvent
 from lopen.errors import InterventionRequired, LopenError
 from lopen.git import Worktree, who
+from lopen.git.spares import Spares
 from lopen.project import ensure_lopen_dir, open_store
 from lopen.sandbox.config import sandbox_config
 from lopen.workflow.renderer import renderer
@@ -333,7 +334,13 @@ def run_module(
             lanes = stop_before != "building" and (
                 settings.workflow.parallelism > 1 or journal.read(lanes_pending)  # lane work under way is finished
             )
-            gateway, telemetry = start_gateway(store, project, settings, root, worktree, lanes=lanes)
+            spares = start_spares(root, worktree, journal, settings.workflow.parallelism) if lanes else None
+            try:
+                gateway, telemetry = start_gateway(store, project, settings, root, worktree, lanes=lanes)
+            except BaseException:
+                if spares is not None:
+                    spares.close()
+                raise
             try:
                 protection = gateway.protection
                 session_id = open_session(
@@ -369,12 +376,14 @@ def run_module(
                         parts = Parts(
                             root, module, settings, store, project, journal, watcher, worktree, gateway, telemetry
                         )
-                        result = _run(parts, say, stop_before, ask, interrupt, watch, created, lanes)
+                        result = _run(parts, say, stop_before, ask, interrupt, watch, created, lanes, spares)
                 finally:
                     subscription.cancel()
             finally:
                 gateway.close(STOP_TIMEOUT if interrupt else 15)
                 telemetry.close()
+                if spares is not None:  # not taken by a lane: removed (the crew did, unless it never started)
+                    spares.close()
             return result.exit_code, session_id, result.detail
     finally:
         if opened is None:
@@ -399,8 +408,9 @@ def _run(
     watch: Callable[[str, StreamEvent], None] | None,
     created: bool = False,
     lanes: bool = False,
+    spares: Spares | None = None,
 ) -> RunResult:
-    crew = Crew(parts, say, ask, watch, worker_name())
+    crew = Crew(parts, say, ask, watch, worker_name(), spares)
     try:
         crew.git.ensure(created).get()
         return wait(begin(crew.foreman(interrupt, lanes=lanes, stop_before=stop_before)))

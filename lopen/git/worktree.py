@@ -24,8 +24,9 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from lopen.git.repository import GitError, Repository, git, run_git
 
@@ -81,6 +82,15 @@ def _unquote(path: str) -> str:
     return path
 
 
+class Spare(NamedTuple):
+    """A worktree made ahead of the lane that takes it (``lopen.git.spares``): detached at ``at``, its files
+    checked out, ``index`` its private index (with the files' times)."""
+
+    path: Path
+    index: Path
+    at: str
+
+
 class Worktree:
     """``ignore``: patterns (gitignore syntax) kept out of every tree Lopen writes, on top of the
     project's own ignore files — the caches a test run leaves (``__pycache__/``, ``.pytest_cache/``),
@@ -90,7 +100,10 @@ class Worktree:
     may be checked out in a sibling folder too — the worktree of a worker that held the component before
     (paused past its lease, or gone) — and git is told to allow that (``worktree add --force``): each
     worker works in a folder of its own, the branch is the component's, and only the claim's holder
-    moves it (the fence)."""
+    moves it (the fence).
+
+    ``take_spare``: where a new worktree can come from ready-made (``lopen.git.spares``: a parallel run's
+    spares, checked out while the model planned); None, or a spare it returns None, and it is made here."""
 
     # Lopen's own git commands in the worktree never run a program the repository's files name: a
     # model could otherwise plant one (core.fsmonitor, hooks) for Lopen to run outside the sandbox.
@@ -109,8 +122,10 @@ class Worktree:
         ignore: tuple[str, ...] = (),
         max_file_bytes: int = 0,
         shared_branch: bool = False,
+        take_spare: Callable[[], Spare | None] | None = None,
     ) -> None:
         self.repo_root = repo_root
+        self.take_spare = take_spare
         self.shared_branch = shared_branch
         self.path = path
         self.max_file_bytes = max_file_bytes  # files larger than this stay out of every tree; 0: no limit
@@ -126,6 +141,7 @@ class Worktree:
         self._indexed: str | None = None  # the tip the persistent index was read from
         self._unfilled = False  # made (or found) without its files: ``ensure`` checks them out
         self._own_index: str | None = None  # the tip the own index was just checked out at (``sync_index``)
+        self._spare: Spare | None = None  # the spare ``ensure`` took, until ``_ensure`` adopts it
         self._tree_lock = threading.Lock()
 
     def _git(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
@@ -182,8 +198,16 @@ class Worktree:
         lane starts as soon as its own files are written, not when every lane's are.
         """
         self._unfilled = False
+        # taken before the lock (it may wait for the spare being checked out), used under it, or removed
+        spare = self.take_spare() if self.take_spare is not None and not os.path.lexists(self.path) else None
         with _locked(self.repo_root / ".lopen" / "worktrees.lock"):
-            made = self._ensure(start_at)
+            self._spare = spare
+            try:
+                made = self._ensure(start_at)
+            finally:
+                if self._spare is not None:  # not needed after all (made meanwhile), or it could not be used
+                    self._discard(self._spare)
+                    self._spare = None
         if self._unfilled:
             with _locked(self.repo_root / ".lopen" / "checkouts.lock"):
                 self._check_out()
@@ -229,6 +253,8 @@ class Worktree:
         git(self.repo_root, "worktree", "prune")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._exclude_from_checkout()
+        if self._spare is not None and base and not siblings and self._adopt(self._spare, created, base):
+            return created, base
         add = ("worktree", "add", "-q", "--no-checkout")  # filled through Lopen's private index (_check_out)
         if created:
             git(self.repo_root, *add, "-b", self.branch, str(self.path), base or "HEAD")
@@ -240,7 +266,7 @@ class Worktree:
         self._unfilled = True  # registered with git (no prune takes it): its files come after the lock
         return created, base
 
-    def _check_out(self) -> None:
+    def _check_out(self, at: str = "") -> None:
         """Write a new worktree's files through Lopen's private index (``tree()``'s), so that it starts
         with the file times of the files git just wrote: the first ``tree()`` only looks at the files
         (``lstat``) instead of reading and hashing every one of them again — seconds in a repository of
@@ -252,14 +278,66 @@ class Worktree:
         index.with_name(index.name + ".lock").unlink(missing_ok=True)
         index.unlink(missing_ok=True)
         parallel = ("-c", "checkout.workers=0")  # as many as there are cores
-        self._git(*self.CACHED, *parallel, "read-tree", "--reset", "-u", self.ref, env={"GIT_INDEX_FILE": str(index)})
-        self._indexed = self.tip()
-        if self._trusted is not None:  # its times too: git's racy-file check stays exact
+        commit = at or self.ref
+        self._git(*self.CACHED, *parallel, "read-tree", "--reset", "-u", commit, env={"GIT_INDEX_FILE": str(index)})
+        self._indexed = at or self.tip()
+        self._copy_index(index)
+
+    def _copy_index(self, index: Path) -> None:
+        """The worktree's own index becomes a copy of Lopen's private one, file times included (git's
+        racy-file check stays exact): what ``git worktree add`` would have left."""
+        if self._trusted is not None:
             partial = self._trusted[0] / f"index.lopen-{os.getpid()}"
             partial.unlink(missing_ok=True)
             shutil.copy2(index, partial)
             os.replace(partial, self._trusted[0] / "index")  # replaces whatever is there, never writes through it
             self._own_index = self._indexed
+
+    def make_spare(self, at: str) -> Spare:
+        """Make this worktree detached at ``at``, its files checked out: a spare for a lane to take
+        (``lopen.git.spares``). Made as ``ensure`` makes one: registered under the lock worktrees are made
+        in, checked out under the one check-outs take turns on."""
+        with _locked(self.repo_root / ".lopen" / "worktrees.lock"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            git(self.repo_root, "worktree", "add", "-q", "--no-checkout", "--detach", str(self.path), at)
+            self._trust()
+        with _locked(self.repo_root / ".lopen" / "checkouts.lock"):
+            self._check_out(at)
+        return Spare(self.path, self._index_file(), at)
+
+    def _adopt(self, spare: Spare, created: bool, base: str) -> bool:
+        """Take ``spare`` as this worktree: moved into place (``git worktree move``), its HEAD this branch
+        (made at ``base`` when ``created``), its files and both indexes brought from the spare's commit to
+        the branch's by what differs (``read-tree -m -u``: the rest keep their times). False when git
+        cannot move it (the spare is then removed, and the worktree made as usual)."""
+        try:
+            git(self.repo_root, "worktree", "move", str(spare.path), str(self.path))
+        except GitError:
+            return False
+        self._spare = None
+        index = self._index_file()
+        try:
+            if created:  # a new branch (never over one that exists: the empty old value)
+                git(self.repo_root, "update-ref", "-m", "lopen: branch created", self.ref, base, "")
+            self._trust()
+            self.restore_head()
+            os.replace(spare.index, index)
+            tip = self.tip()
+            if tip != spare.at:
+                self._git(*self.CACHED, "read-tree", "-m", "-u", spare.at, tip, env={"GIT_INDEX_FILE": str(index)})
+            self._indexed = tip
+            self._copy_index(index)
+        except BaseException:  # half taken: removed, so that the next ``ensure`` makes it afresh
+            self.remove()
+            for leftover in (index, spare.index):
+                leftover.unlink(missing_ok=True)
+            raise
+        return True
+
+    def _discard(self, spare: Spare) -> None:
+        """Remove a spare that was not adopted (its folder deleted in the background, as ``remove`` does)."""
+        Worktree(self.repo_root, spare.path, "").remove()
+        spare.index.unlink(missing_ok=True)
 
     def _trust(self) -> None:
         """Pin the git folders now, while every git file agrees (just checked, or just made by git):

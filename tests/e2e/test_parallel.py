@@ -93,6 +93,8 @@ def test_independent_components_are_built_at_once_and_the_dependent_one_after_bo
     (module,) = [e for e in of(records, ev.OracleVerdictRecorded) if e.scope == "module"]
     assert module.passed and module.tree == git(root, "rev-parse", f"lopen/{MODULE}^{{tree}}")
     assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    # the spare worktrees checked out while the model planned were taken by lanes or removed: none is left
+    assert ".spares" not in git(root, "worktree", "list", "--porcelain")
     evidence_runs_once_per_tree(records)
     # every commit — the lanes' task commits, the merge commits — carries the module stream's chain head
     # when it was made, while the other lanes appended to the same stream: git witnesses the whole history

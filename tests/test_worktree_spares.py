@@ -1,0 +1,221 @@
+"""Issue 21, repository scale: a run in lanes checks out spare worktrees while the model plans
+(``lopen.git.spares``), so that a lane starts without writing the repository's files. A lane that takes
+one gets exactly the worktree it would have made — its branch, its start, clean for git and for Lopen's
+trees — and nothing of a spare outlives the run, even a killed one."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from repos import git, make_repo, write
+from test_worktree_caches import files_reread
+
+from lopen.git import Worktree
+from lopen.git.spares import Spares, spares_dir
+from lopen.git.worktree import Spare
+
+FILES = 60
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, {f"src/d{n % 4}/f{n:03d}.py": f"VALUE = {n}\n" for n in range(FILES)})
+
+
+@pytest.fixture
+def module(repo: Path) -> Worktree:
+    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
+    worktree.ensure()
+    return worktree
+
+
+def lane(module: Worktree, component: str, spares: Spares | None) -> Worktree:
+    return Worktree(
+        module.repo_root,
+        module.path.with_name(f"{module.path.name}.components") / component,
+        f"lopen/auth--{component}",
+        shared_branch=True,
+        take_spare=spares.take if spares is not None else None,
+    )
+
+
+def worktrees(repo: Path) -> dict[str, str]:
+    """Every worktree git knows: its folder → its branch ("detached" for none)."""
+    found: dict[str, str] = {}
+    path = ""
+    for line in git(repo, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            path = line.removeprefix("worktree ")
+            found[path] = "detached"
+        elif line.startswith("branch "):
+            found[path] = line.removeprefix("branch refs/heads/")
+    return found
+
+
+def commit_on(module: Worktree, files: dict[str, str | None], message: str) -> str:
+    """The module branch moved on (a planning commit): ``files`` written (None: deleted) and committed."""
+    for name, text in files.items():
+        if text is None:
+            (module.path / name).unlink()
+        else:
+            write(module.path / name, text)
+    sha = module.commit(module.tree(), module.tip(), message)
+    module.reset_to(sha)
+    return sha
+
+
+def test_lanes_take_the_spares_checked_out_ahead_and_get_the_worktrees_they_would_have_made(
+    repo: Path, module: Worktree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[Path] = []  # the worktrees whose files were checked out (written), spares included
+    check_out = Worktree._check_out
+
+    def checking_out(worktree: Worktree, at: str = "") -> None:
+        written.append(worktree.path)
+        check_out(worktree, at)
+
+    monkeypatch.setattr(Worktree, "_check_out", checking_out)
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(2, module.tip())
+    lanes = [lane(module, name, spares) for name in ("api", "store")]
+    started = [threading.Thread(target=lane.ensure, args=(module.tip(),)) for lane in lanes]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    spares.close()
+
+    known = worktrees(repo)
+    for taken in lanes:
+        assert known[str(taken.path)] == taken.branch  # on its own branch, where git knows it
+        assert git(taken.path, "symbolic-ref", "HEAD") == taken.ref
+        assert taken.tip() == module.tip()
+        assert git(taken.path, "status", "--porcelain") == ""  # the person's git: clean
+        assert taken.dirty_files() == []
+        assert (taken.path / "src" / "d1" / "f001.py").read_text(encoding="utf-8") == "VALUE = 1\n"
+    assert not [path for path in known if ".spares" in path]  # both taken: none left
+    assert sorted(p.name for p in written) == ["spare-1", "spare-2"]  # no lane wrote the repository's files
+    # a lane's first tree finds every file's times in its index, as a worktree made in place does
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    write(lanes[0].path / "src" / "d2" / "f002.py", "VALUE = 'two'\n")
+    assert lanes[0].tree() != lanes[0].tree_of(lanes[0].tip())
+    [reread] = files_reread(trace)
+    assert reread <= FILES // 10
+
+
+def test_a_spare_checked_out_before_the_module_moved_on_is_brought_to_the_lane_s_start(
+    repo: Path, module: Worktree
+) -> None:
+    """Spares are made at the tip the run started with; the plan may commit before lanes start: a lane's
+    worktree is at its start — files added, changed and deleted since are so — and clean."""
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+    spare = spares.take()
+    assert spare is not None
+    inode = (spare.path / "src" / "d1" / "f001.py").stat().st_ino
+    start = commit_on(
+        module, {"PLAN.md": "# plan\n", "src/d0/f000.py": "VALUE = 'zero'\n", "src/d3/f003.py": None}, "plan"
+    )
+    given = iter([spare])
+    taken = Worktree(
+        repo, module.path.with_name("auth.components") / "api", "lopen/auth--api", take_spare=lambda: next(given)
+    )
+
+    created, base = taken.ensure(start)
+
+    assert (created, base, taken.tip()) == (True, start, start)
+    assert (taken.path / "PLAN.md").read_text(encoding="utf-8") == "# plan\n"
+    assert (taken.path / "src" / "d0" / "f000.py").read_text(encoding="utf-8") == "VALUE = 'zero'\n"
+    assert not (taken.path / "src" / "d3" / "f003.py").exists()
+    assert (taken.path / "src" / "d1" / "f001.py").stat().st_ino == inode  # the spare's file: not written again
+    assert git(taken.path, "status", "--porcelain") == ""
+    assert taken.tree() == taken.tree_of(start)
+    assert not spare.path.exists() and not spare.index.exists()
+    spares.close()
+
+
+def test_a_lane_whose_branch_exists_keeps_it_where_it_is(repo: Path, module: Worktree) -> None:
+    """A branch from an earlier run (its worktree removed after its merge) is taken up where it is, never
+    moved to where the spare was made."""
+    earlier = commit_on(module, {"src/d0/extra.py": "EXTRA = 1\n"}, "earlier work")
+    git(repo, "branch", "lopen/auth--api", earlier)
+    module.restart_at(git(repo, "rev-parse", "main"))
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+    taken = lane(module, "api", spares)
+
+    created, base = taken.ensure()
+
+    assert (created, base, taken.tip()) == (False, earlier, earlier)
+    assert (taken.path / "src" / "d0" / "extra.py").read_text(encoding="utf-8") == "EXTRA = 1\n"
+    assert git(taken.path, "status", "--porcelain") == ""
+    spares.close()
+
+
+def test_spares_no_lane_took_are_removed_when_the_run_ends(repo: Path, module: Worktree) -> None:
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(3, module.tip())
+    taken = lane(module, "api", spares)
+    taken.ensure(module.tip())
+
+    spares.close()
+
+    assert set(worktrees(repo)) == {str(repo), str(module.path), str(taken.path)}
+    assert not [p for p in spares_dir(module.path).iterdir() if not p.name.startswith(".")]
+    assert sorted(p.name.split("-")[0] for p in (repo / ".lopen" / "indexes").iterdir()) == ["api", "auth"]
+    assert spares.take() is None  # a lane starting after the end makes its own
+
+
+def test_what_a_killed_run_left_is_removed_when_the_next_run_fills(repo: Path, module: Worktree) -> None:
+    """A run killed while it made spares leaves a whole spare, one git registered without its files, and a
+    folder git never registered: the next run removes them all before making its own."""
+    folder = spares_dir(module.path)
+    Worktree(repo, folder / "spare-1", "").make_spare(module.tip())
+    git(repo, "worktree", "add", "-q", "--no-checkout", "--detach", str(folder / "spare-2"), module.tip())
+    write(folder / "spare-3" / "half.py", "X = 1\n")
+
+    spares = Spares(repo, folder)
+    spares.fill(1, module.tip())
+    spare = spares.take()
+
+    assert spare is not None and spare.path == folder / "spare-1"
+    assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == ["spare-1"]
+    assert set(worktrees(repo)) == {str(repo), str(module.path), str(spare.path)}
+    spares.close()
+    Worktree(repo, spare.path, "").remove()
+
+
+def test_without_a_spare_or_with_one_git_cannot_move_a_lane_makes_its_own_worktree(
+    repo: Path, module: Worktree, tmp_path: Path
+) -> None:
+    empty = Spares(repo, spares_dir(module.path))  # nothing to fill: take() answers at once
+    first = lane(module, "api", empty)
+    first.ensure(module.tip())
+    bogus = Spare(tmp_path / "no-such-spare", tmp_path / "no-such-index", module.tip())
+    second = Worktree(
+        repo, module.path.with_name("auth.components") / "store", "lopen/auth--store", take_spare=lambda: bogus
+    )
+    second.ensure(module.tip())
+
+    for made in (first, second):
+        assert worktrees(repo)[str(made.path)] == made.branch
+        assert git(made.path, "status", "--porcelain") == "" and made.dirty_files() == []
+
+
+def test_a_run_in_lanes_has_spares_only_for_the_components_left_to_build(tmp_path: Path) -> None:
+    """Before the plan: as many as run at once; after it, one per component left without a folder."""
+    from events import catalogue as ev
+    from events.fold import ModuleState
+    from lopen.app.crew import spares_wanted
+
+    lanes = tmp_path / "auth.components"
+    (lanes / "api").mkdir(parents=True)
+    assert spares_wanted(ModuleState(module="auth"), 4, lanes) == 4
+    planned = ModuleState(module="auth")
+    planned.apply(ev.ComponentsRecorded(components=tuple(ev.ComponentSpec(name=s) for s in ("api", "store", "ui"))))
+    assert sorted(planned.components) == ["api", "store", "ui"]
+    assert spares_wanted(planned, 4, lanes) == 2  # api has its folder already
+    assert spares_wanted(planned, 1, lanes) == 1
