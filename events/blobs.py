@@ -8,6 +8,13 @@ distinct text is stored once as a ``BlobStored`` event in a stream of its own, `
 verified, redacted and kept by both backends like every other fact, with no table of their own; a second
 append of the same blob collides with the first (the stream's version 1) and is simply "already there".
 
+**No head.** A blob's stream holds one event for ever, so it needs no recorded head (table ``chain_heads``,
+one more row — a random page of its index — written at every commit that stores a new blob: most of what a
+blob cost an append): the text checks itself (its key is its hash), and what a head would witness is
+witnessed otherwise — a deleted blob by the event naming it (``lopen verify`` checks that every key an event
+names is stored, ``named``), a blob stream past version 1 is not Lopen's. Blobs stored by a Lopen that
+recorded their heads keep them, and are checked against them as before.
+
 Secrets are redacted from the text *before* its key is computed, so the key names the text as stored;
 ``lopen verify`` checks that each blob's text still hashes to its key (``mismatch``).
 
@@ -42,6 +49,18 @@ class _Text(msgspec.Struct, gc=False):
 
 
 _decode_text = msgspec.json.Decoder(_Text).decode
+NAMING = ("ToolCalled@", "InvocationStarted@")  # the topics of the events that name blobs (every schema version)
+
+
+class _Names(msgspec.Struct, gc=False):
+    """What of a ``ToolCalled``/``InvocationStarted`` names blobs (the rest of the event is skipped, not decoded)."""
+
+    project: str = ""
+    result_blob: str = ""
+    prompt: dict[str, str] = {}
+
+
+_decode_names = msgspec.json.Decoder(_Names).decode
 
 
 def _utf8(text: str) -> bytes:
@@ -73,6 +92,20 @@ def unpack(packing: str, packed: bytes) -> str:
         return zlib.decompress(packed).decode("utf-8", "surrogatepass")
     except (zlib.error, UnicodeDecodeError) as exc:
         raise ValueError(f"its packed text cannot be unpacked ({exc})") from None
+
+
+def named(topic: str, state: bytes) -> list[str]:
+    """The blob streams a stored event names (``ToolCalled.result_blob``, each part of
+    ``InvocationStarted.prompt``), none for other events or for bytes that are not such an event any more
+    (the chain names those)."""
+    if not topic.startswith(NAMING):
+        return []
+    try:
+        names = _decode_names(state)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    keys = [names.result_blob] if names.result_blob else list(names.prompt.values())
+    return [f"{BLOB_PREFIX}{names.project}:{key}" for key in keys if key]
 
 
 def mismatch(stream_id: str, state: bytes) -> str:

@@ -208,6 +208,43 @@ class ChainContract(BackendFixtures):
         with pytest.raises(ChainBroken, match=f"version 1 of {stream} is gone"):
             store.verify(full=True)
 
+    def test_a_blob_deleted_before_any_check_is_named_by_the_event_naming_it(self, store: EventStore, url: str) -> None:
+        """A blob's stream has no recorded head (its one event never changes; one row less per new blob
+        at every commit): deleting a blob no check has seen yet is found through the event that names it
+        — by the incremental check, the full one and the check of that event's stream alone."""
+        key = store.keep_blob(PROJECT, "a whole result\n" * 100)
+        store.append(AUTH, [ev.SessionStarted(session_id=SID), ev.ToolCalled(tool="bash", result_blob=key)])
+        stream = blob_stream(PROJECT, key)
+        assert store.blob(PROJECT, key) == "a whole result\n" * 100
+        assert stream not in store.backend.events.chain_heads()  # stored without a head
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))
+        for check in (store.verify, lambda: store.verify(full=True), lambda: store.verify(AUTH)):
+            with pytest.raises(ChainBroken, match=f"names the blob {key}, which is not in the event store") as caught:
+                check()
+            assert (caught.value.stream_id, caught.value.version, caught.value.event_type) == (AUTH, 2, "ToolCalled")
+            assert "deleted outside Lopen" in caught.value.why
+
+    def test_a_blob_verified_and_then_deleted_or_given_a_second_event_is_named(
+        self, store: EventStore, url: str
+    ) -> None:
+        key = store.keep_blob(PROJECT, "the prompt\n" * 100)
+        store.append(AUTH, [ev.InvocationStarted(invocation_id="i1", prompt={"user": key}, session_id=SID)])
+        stream = blob_stream(PROJECT, key)
+        assert store.verify().streams == 2
+        codec = Codec()
+        forged = ev.BlobStored(key=key, text="something else", size=14, project=PROJECT)
+        link = events.verify.digest(
+            *_sql(url, "SELECT topic, state FROM stored_events WHERE originator_id = ?", (stream,))[0]
+        )  # type: ignore[arg-type]
+        store.backend.events.insert_events(
+            [StoredEvent(stream, 2, codec.topic(forged), with_link(codec.encode(forged), link))]
+        )
+        with pytest.raises(ChainBroken, match=f"of {stream} \\(version 2, BlobStored\\) was not appended by Lopen"):
+            store.verify()
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))
+        with pytest.raises(ChainBroken, match=f"version 1 of {stream} is gone"):
+            store.verify(full=True)
+
     def test_a_rewritten_link_names_the_event_holding_it(self, store: EventStore, url: str) -> None:
         fill(store)
         link = link_of(stored(url, AUTH, 5))
