@@ -34,6 +34,7 @@ import msgspec
 import xxhash
 
 from events.catalogue import BlobStored
+from events.chain import MARK, TAIL
 from events.recorded import BLOB_PREFIX
 
 PACK_FROM = 1024  # bytes of UTF-8: a shorter text is stored as it is
@@ -55,12 +56,15 @@ NAMING = ("ToolCalled@", "InvocationStarted@")  # the topics of the events that 
 class _Names(msgspec.Struct, gc=False):
     """What of a ``ToolCalled``/``InvocationStarted`` names blobs (the rest of the event is skipped, not decoded)."""
 
-    project: str = ""
     result_blob: str = ""
     prompt: dict[str, str] = {}
 
 
 _decode_names = msgspec.json.Decoder(_Names).decode
+# How a ``ToolCalled`` naming no blob ends: its last field, empty, then its link (``events.chain``) — known
+# without decoding it (most tool calls; a quote inside a string is escaped, so no string ends so).
+_RESULT_BLOB = b',"result_blob":"'
+NO_RESULT_BLOB = _RESULT_BLOB + b'"' + MARK
 
 
 def _utf8(text: str) -> bytes:
@@ -94,18 +98,28 @@ def unpack(packing: str, packed: bytes) -> str:
         raise ValueError(f"its packed text cannot be unpacked ({exc})") from None
 
 
-def named(topic: str, state: bytes) -> list[str]:
-    """The blob streams a stored event names (``ToolCalled.result_blob``, each part of
-    ``InvocationStarted.prompt``), none for other events or for bytes that are not such an event any more
-    (the chain names those)."""
+def named(stream_id: str, topic: str, state: bytes) -> list[str]:
+    """The blob streams an event stored in the module history ``stream_id`` names (``ToolCalled.result_blob``,
+    each part of ``InvocationStarted.prompt``; its project's blobs), none for other events or for bytes that
+    are not such an event any more (the chain names those). A tool call is read from its last bytes (its
+    last field, then its link) without decoding it; anything else is decoded."""
     if not topic.startswith(NAMING):
         return []
+    cut = len(state) - TAIL  # where a chained event's link starts
+    fast = cut > 49  # (a tool call is longer: this only keeps the offsets below from counting from the end)
+    if fast and state.endswith(NO_RESULT_BLOB, 0, cut + len(MARK)):
+        return []
+    project = stream_id[7 : stream_id.find("/")]  # module:<project>/<module>
+    if fast and state.startswith(_RESULT_BLOB, cut - 49) and state.endswith(b'"' + MARK, 0, cut + len(MARK)):
+        key = state[cut - 33 : cut - 1]
+        if key.isalnum():
+            return [f"{BLOB_PREFIX}{project}:{key.decode()}"]
     try:
         names = _decode_names(state)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return []
     keys = [names.result_blob] if names.result_blob else list(names.prompt.values())
-    return [f"{BLOB_PREFIX}{names.project}:{key}" for key in keys if key]
+    return [f"{BLOB_PREFIX}{project}:{key}" for key in keys if key]
 
 
 def mismatch(stream_id: str, state: bytes) -> str:

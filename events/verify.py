@@ -39,7 +39,7 @@ from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from events.backends import ChainRow, Verified
-from events.blobs import NAMING, mismatch, named
+from events.blobs import NAMING, NO_RESULT_BLOB, mismatch, named
 from events.chain import END, MARK, TAIL, WIDTH, digest, genesis, link_of
 from events.errors import ChainBroken
 from events.recorded import BLOB_PREFIX
@@ -218,7 +218,8 @@ class _Walk:
     def __init__(self, store: EventStore, tips: dict[str, Tip]) -> None:
         self.store = store
         self.tips = dict(tips)
-        self._starts: dict[str, Any] = {}  # topic → the hash of its prefix (copied per event: no re-hashing)
+        self._starts: dict[str, tuple[Any, bool]] = {}  # topic → the hash of its prefix (copied per event: no
+        # re-hashing), and whether its events may name blobs
         self.touched: dict[str, Tip] = {}
         self.checked = 0
         self.witnessed: dict[str, Verified] = {}  # blob streams verified before (full): their digest then
@@ -241,6 +242,9 @@ class _Walk:
             link = state[_LINK] if state[_MARKED] == MARK and state[-2:] == END else sealed
             if link != expected:
                 raise self._mismatch(row, tip, expected, link)
+            start = starts.get(topic)
+            if start is None:  # the hash of its prefix, and whether its events may name blobs
+                start = starts[topic] = (sha256(topic.encode() + b"\n"), topic.startswith(NAMING))
             if sid[:5] == "blob:":
                 if version > 1:
                     raise _broken(
@@ -252,13 +256,10 @@ class _Walk:
                 if why := mismatch(sid, state):
                     why += ": its text was rewritten"
                     raise _broken(row, f"{describe(row)} is not the blob its key names", why)
-            elif topic.startswith(NAMING):
-                for blob in named(topic, state):
+            elif start[1] and not state.endswith(NO_RESULT_BLOB, 0, len(state) - WIDTH - 2):  # (most tool calls)
+                for blob in named(sid, topic, state):
                     names.setdefault(blob, row)
-            start = starts.get(topic)
-            if start is None:
-                start = starts[topic] = sha256(topic.encode() + b"\n")
-            h = start.copy()
+            h = start[0].copy()
             h.update(state)
             if sealed:
                 h.update(b"\n")

@@ -266,7 +266,7 @@ def verify_bundle(path: Path) -> dict[str, Any]:
         if stream.startswith(BLOB_PREFIX) and (why := mismatch(stream, chain[0].state)):
             raise _bad(path, f"{chain[0].describe()} is not the blob its key names", f"{why}: its text was rewritten")
     for r in events:  # and every blob an event names is bundled (a blob has no head to miss it by)
-        for blob in named(r.topic, r.state):
+        for blob in named(r.stream, r.topic, r.state):
             if blob not in by_stream:
                 key = blob.rpartition(":")[2]
                 raise _bad(path, f"{r.describe()} names the blob {key}, which is not in the bundle", "it was removed")
