@@ -245,6 +245,16 @@ class ChainContract(BackendFixtures):
         with pytest.raises(ChainBroken, match=f"version 1 of {stream} is gone"):
             store.verify(full=True)
 
+    def test_a_blob_stored_with_a_head_by_an_older_lopen_is_still_held_to_it(self, store: EventStore, url: str) -> None:
+        key = store.put_blob(PROJECT, "an old result\n" * 100)
+        stream = blob_stream(PROJECT, key)
+        state = stored(url, stream, 1)
+        store.backend.events.insert_events([], heads=[(stream, 1, events.verify.digest("BlobStored@2", state))])
+        assert store.verify(full=True).streams == 1  # its head recorded, as an older Lopen did: it fits
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))  # nothing names it: its head does
+        with pytest.raises(ChainBroken, match=f"the events of {stream} are gone"):
+            store.verify(full=True)
+
     def test_a_rewritten_link_names_the_event_holding_it(self, store: EventStore, url: str) -> None:
         fill(store)
         link = link_of(stored(url, AUTH, 5))
@@ -387,3 +397,29 @@ def test_verification_is_fast_enough_to_run_before_every_run(tmp_path: Path) -> 
             store.append(module_stream(PROJECT, f"m{module}"), events)
         report = store.verify(full=True)
     assert report.events == 20_000 and report.seconds < 2
+
+
+def test_the_blobs_an_event_names_are_read_from_its_stored_bytes_exactly() -> None:
+    """``events.blobs.named`` reads a tool call's key from its last bytes without decoding it: a key-like
+    text or a ``result_blob`` inside its arguments is never taken for the one it names, nor missed."""
+    from events.blobs import named
+    from events.chain import chain
+
+    codec = Codec()
+    key, other = "a" * 32, "b" * 32
+    cases: list[tuple[ev.Event, list[str]]] = [
+        (ev.ToolCalled(tool="bash"), []),
+        (ev.ToolCalled(tool="bash", result_blob=key), [key]),
+        (ev.ToolCalled(tool="bash", arguments={"x": {"result_blob": other}}), []),
+        (ev.ToolCalled(tool="bash", arguments={"x": {"result_blob": ""}}, result_blob=key), [key]),
+        (ev.ToolCalled(tool="bash", result_summary=f'"result_blob":"{other}"'), []),
+        (ev.InvocationStarted(invocation_id="i1", prompt={"system": key, "user": other}), [key, other]),
+        (ev.ProgressReported(progress=f'"result_blob":"{other}"'), []),
+    ]
+    for event, keys in cases:
+        event = msgspec.structs.replace(event, project=PROJECT, module="auth")
+        topic, payload = codec.topic(event), codec.encode(event)
+        (state,), _ = chain(genesis(AUTH), [topic], [payload])
+        expected = [blob_stream(PROJECT, k) for k in keys]
+        assert named(AUTH, topic, state) == expected, event  # as stored, with its link
+        assert named(AUTH, topic, payload) == expected, event  # as an event stored before the chain
