@@ -200,9 +200,12 @@ def _check_anchors(
 def _check_named(store: EventStore, walk: _Walk, remembered: dict[str, Verified]) -> None:
     """Every blob an event walked names is stored: walked too, verified before (a verified blob deleted since
     is found in its turn, ``AUDIT``), or else looked up (a stream's verification, a blob stored before it)."""
-    for sid, row in walk.names.items():
-        if sid in walk.touched or sid in remembered or store.version(sid):
+    unknown = [sid for sid in walk.names if sid not in walk.touched and sid not in remembered]
+    stored = store.backend.events.stored_streams(unknown) if unknown else set()
+    for sid in unknown:
+        if sid in stored:
             continue
+        row = walk.names[sid]
         key = sid.rpartition(":")[2]
         raise _broken(
             row,

@@ -212,8 +212,11 @@ class ChainContract(BackendFixtures):
         """A blob's stream has no recorded head (its one event never changes; one row less per new blob
         at every commit): deleting a blob no check has seen yet is found through the event that names it
         — by the incremental check, the full one and the check of that event's stream alone."""
+        kept = [store.keep_blob(PROJECT, f"part {n}\n" * 100) for n in range(3)]  # stay: looked up, found
         key = store.keep_blob(PROJECT, "a whole result\n" * 100)
-        store.append(AUTH, [ev.SessionStarted(session_id=SID), ev.ToolCalled(tool="bash", result_blob=key)])
+        prompt = dict(zip(("system", "guidance", "user"), kept, strict=True))
+        store.append(AUTH, [ev.InvocationStarted(invocation_id="i1", prompt=prompt, session_id=SID)])
+        store.append(AUTH, [ev.ToolCalled(tool="bash", result_blob=key)])
         stream = blob_stream(PROJECT, key)
         assert store.blob(PROJECT, key) == "a whole result\n" * 100
         assert stream not in store.backend.events.chain_heads()  # stored without a head
