@@ -63,6 +63,10 @@ class EventRecorder(Protocol):
 
     def select_stream(self, stream_id: str, after_version: int, limit: int) -> list[RawEvent]: ...
 
+    def stored_streams(self, stream_ids: Sequence[str]) -> set[str]:
+        """Those of ``stream_ids`` that hold at least one event (one query per few hundred)."""
+        ...
+
     def stream_extent(self, stream_id: str, after: int = 0) -> tuple[int, int, int]:
         """(number of events above version ``after``, highest version, lowest version) of one stream:
         the count reads only the versions above ``after``."""
@@ -423,6 +427,16 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
             "WHERE originator_id=? AND originator_version>? ORDER BY originator_version LIMIT ?",
             (stream_id, after_version, limit),
         )
+
+    def stored_streams(self, stream_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(stream_ids)
+        for i in range(0, len(ids), 500):  # under SQLite's limit of variables per statement
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            statement = f"SELECT DISTINCT originator_id FROM {self.events_table_name} WHERE originator_id IN ({marks})"
+            found |= {r[0] for r in self._select(statement, chunk)}
+        return found
 
     def stream_extent(self, stream_id: str, after: int = 0) -> tuple[int, int, int]:
         table = self.events_table_name

@@ -8,6 +8,13 @@ distinct text is stored once as a ``BlobStored`` event in a stream of its own, `
 verified, redacted and kept by both backends like every other fact, with no table of their own; a second
 append of the same blob collides with the first (the stream's version 1) and is simply "already there".
 
+**No head.** A blob's stream holds one event for ever, so it needs no recorded head (table ``chain_heads``,
+one more row — a random page of its index — written at every commit that stores a new blob: most of what a
+blob cost an append): the text checks itself (its key is its hash), and what a head would witness is
+witnessed otherwise — a deleted blob by the event naming it (``lopen verify`` checks that every key an event
+names is stored, ``named``), a blob stream past version 1 is not Lopen's. Blobs stored by a Lopen that
+recorded their heads keep them, and are checked against them as before.
+
 Secrets are redacted from the text *before* its key is computed, so the key names the text as stored;
 ``lopen verify`` checks that each blob's text still hashes to its key (``mismatch``).
 
@@ -27,6 +34,7 @@ import msgspec
 import xxhash
 
 from events.catalogue import BlobStored
+from events.chain import MARK, TAIL
 from events.recorded import BLOB_PREFIX
 
 PACK_FROM = 1024  # bytes of UTF-8: a shorter text is stored as it is
@@ -42,6 +50,21 @@ class _Text(msgspec.Struct, gc=False):
 
 
 _decode_text = msgspec.json.Decoder(_Text).decode
+NAMING = ("ToolCalled@", "InvocationStarted@")  # the topics of the events that name blobs (every schema version)
+
+
+class _Names(msgspec.Struct, gc=False):
+    """What of a ``ToolCalled``/``InvocationStarted`` names blobs (the rest of the event is skipped, not decoded)."""
+
+    result_blob: str = ""
+    prompt: dict[str, str] = {}
+
+
+_decode_names = msgspec.json.Decoder(_Names).decode
+# How a ``ToolCalled`` naming no blob ends: its last field, empty, then its link (``events.chain``) — known
+# without decoding it (most tool calls; a quote inside a string is escaped, so no string ends so).
+_RESULT_BLOB = b',"result_blob":"'
+NO_RESULT_BLOB = _RESULT_BLOB + b'"' + MARK
 
 
 def _utf8(text: str) -> bytes:
@@ -73,6 +96,30 @@ def unpack(packing: str, packed: bytes) -> str:
         return zlib.decompress(packed).decode("utf-8", "surrogatepass")
     except (zlib.error, UnicodeDecodeError) as exc:
         raise ValueError(f"its packed text cannot be unpacked ({exc})") from None
+
+
+def named(stream_id: str, topic: str, state: bytes) -> list[str]:
+    """The blob streams an event stored in the module history ``stream_id`` names (``ToolCalled.result_blob``,
+    each part of ``InvocationStarted.prompt``; its project's blobs), none for other events or for bytes that
+    are not such an event any more (the chain names those). A tool call is read from its last bytes (its
+    last field, then its link) without decoding it; anything else is decoded."""
+    if not topic.startswith(NAMING):
+        return []
+    cut = len(state) - TAIL  # where a chained event's link starts
+    fast = cut > 49  # (a tool call is longer: this only keeps the offsets below from counting from the end)
+    if fast and state.endswith(NO_RESULT_BLOB, 0, cut + len(MARK)):
+        return []
+    project = stream_id[7 : stream_id.find("/")]  # module:<project>/<module>
+    if fast and state.startswith(_RESULT_BLOB, cut - 49) and state.endswith(b'"' + MARK, 0, cut + len(MARK)):
+        key = state[cut - 33 : cut - 1]
+        if key.isalnum():
+            return [f"{BLOB_PREFIX}{project}:{key.decode()}"]
+    try:
+        names = _decode_names(state)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    keys = [names.result_blob] if names.result_blob else list(names.prompt.values())
+    return [f"{BLOB_PREFIX}{project}:{key}" for key in keys if key]
 
 
 def mismatch(stream_id: str, state: bytes) -> str:

@@ -252,6 +252,14 @@ class PgEventRecorder(PostgresApplicationRecorder):
             (stream_id, after_version, limit),
         )
 
+    def stored_streams(self, stream_ids: Sequence[str]) -> set[str]:
+        statement = SQL(
+            "SELECT s FROM unnest(%s::text[]) s WHERE EXISTS (SELECT 1 FROM {0}.{1} WHERE originator_id = s)"
+        ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(statement, (list(stream_ids),))
+            return {r["s"] for r in c.fetchall()}
+
     def stream_extent(self, stream_id: str, after: int = 0) -> tuple[int, int, int]:
         statement = SQL(
             "SELECT COUNT(*) AS n, COALESCE(MAX(originator_version), 0) AS top, "

@@ -261,8 +261,8 @@ class EventStore:
         topic = self.codec.topic(event)
         linked = self._linked(stream, 0, 0, [topic], [self.codec.encode(event)])
         assert linked is not None  # a stream's genesis is known without reading
-        (state,), heads = linked
-        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topic, state), heads)
+        (state,), _ = linked  # no head: a blob's stream never grows (events.blobs, *No head*)
+        blob = _Blob(stream, project, f'"{key}"'.encode(), event, StoredEvent(stream, 1, topic, state))
         with self._append_lock:
             self._pending[stream] = blob
             flushed = self._flush(list(self._pending.values())) if len(self._pending) > PENDING_BLOBS else []
@@ -326,7 +326,7 @@ class EventStore:
                 with self._errors("append to"):
                     ids = self.backend.events.insert_events(
                         [*(b.stored for b in blobs), *stored],
-                        heads=[*(h for b in blobs for h in b.heads), *heads],
+                        heads=heads,
                         durable=durable,
                     )
             except IntegrityError:
@@ -663,14 +663,14 @@ class EventStore:
 
 @dataclass(frozen=True, slots=True)
 class _Blob:
-    """A blob kept (``EventStore.keep_blob``), ready to insert: its one event, linked onto its genesis."""
+    """A blob kept (``EventStore.keep_blob``), ready to insert: its one event, linked onto its genesis (and
+    no head: ``events.blobs``)."""
 
     stream: str
     project: str
     needle: bytes  # its key as a JSON string: what an event naming it holds
     event: Event
     stored: StoredEvent
-    heads: list[Head]
 
 
 def _content(blob: BlobStored, seq: int) -> str:

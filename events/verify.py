@@ -13,7 +13,10 @@ at each remembered position (one query for all of them), so a rewrite of the new
 found too. Events before a remembered position are checked again only with ``full=True``.
 
 **Blobs.** A blob's event (``events.blobs``) must also hold a text that hashes to the key its stream is
-named by: a blob rewritten together with its chain head is still found. A blob stream has one event and
+named by: a blob rewritten together with its chain head is still found. A blob's stream holds that one event
+and has no recorded head (blobs stored by an older Lopen have one, and are held to it): an event after it
+is not Lopen's, and a deleted blob is found through the events that name it — every blob an event walked
+names must be stored (walked too, verified before, or looked up). A blob stream has one event and
 never changes, so hashing every verified blob again on every run would cost a read of every text ever kept
 (most of the store's bytes): an incremental verification hashes again at most ``AUDIT`` of them, in turn
 (the row ``""`` remembers, in its version, the ``seq`` of the last one), so a blob rewritten after it was
@@ -36,7 +39,7 @@ from hashlib import sha256
 from typing import TYPE_CHECKING, Any
 
 from events.backends import ChainRow, Verified
-from events.blobs import mismatch
+from events.blobs import NAMING, NO_RESULT_BLOB, mismatch, named
 from events.chain import END, MARK, TAIL, WIDTH, digest, genesis, link_of
 from events.errors import ChainBroken
 from events.recorded import BLOB_PREFIX
@@ -110,6 +113,7 @@ def verify(store: EventStore, stream: str | None = None, *, full: bool = False) 
     walk.finish(heads, only=stream)
     for sid in walk.witnessed.keys() - walk.touched.keys():  # a verified blob the walk did not meet
         _check_anchors(store, {sid: walk.witnessed[sid]}, [], {sid})  # names it: gone
+    _check_named(store, walk, remembered)
     now = time.time()
     saved: list[Verified] = [(sid, version, link, seq, now) for sid, (version, link, seq, _) in walk.touched.items()]
     if stream is None:
@@ -193,19 +197,39 @@ def _check_anchors(
     return tips
 
 
+def _check_named(store: EventStore, walk: _Walk, remembered: dict[str, Verified]) -> None:
+    """Every blob an event walked names is stored: walked too, verified before (a verified blob deleted since
+    is found in its turn, ``AUDIT``), or else looked up (a stream's verification, a blob stored before it)."""
+    unknown = [sid for sid in walk.names if sid not in walk.touched and sid not in remembered]
+    stored = store.backend.events.stored_streams(unknown) if unknown else set()
+    for sid in unknown:
+        if sid in stored:
+            continue
+        row = walk.names[sid]
+        key = sid.rpartition(":")[2]
+        raise _broken(
+            row,
+            f"{describe(row)} names the blob {key}, which is not in the event store {store.location}",
+            f"Lopen stores a blob with the first event naming it, so its event ({sid}, version 1) was deleted "
+            "outside Lopen",
+        )
+
+
 class _Walk:
     """Follows streams event by event; ``tips`` are where each stream's check starts (none: genesis)."""
 
     def __init__(self, store: EventStore, tips: dict[str, Tip]) -> None:
         self.store = store
         self.tips = dict(tips)
-        self._starts: dict[str, Any] = {}  # topic → the hash of its prefix (copied per event: no re-hashing)
+        self._starts: dict[str, tuple[Any, bool]] = {}  # topic → the hash of its prefix (copied per event: no
+        # re-hashing), and whether its events may name blobs
         self.touched: dict[str, Tip] = {}
         self.checked = 0
         self.witnessed: dict[str, Verified] = {}  # blob streams verified before (full): their digest then
+        self.names: dict[str, ChainRow] = {}  # blob stream → the first event walked that names it
 
     def feed(self, rows: Iterable[ChainRow]) -> None:
-        tips, touched, starts, witnessed = self.tips, self.touched, self._starts, self.witnessed
+        tips, touched, starts, witnessed, names = self.tips, self.touched, self._starts, self.witnessed, self.names
         checked = 0
         for row in rows:
             seq, sid, version, topic, state, sealed = row
@@ -221,12 +245,24 @@ class _Walk:
             link = state[_LINK] if state[_MARKED] == MARK and state[-2:] == END else sealed
             if link != expected:
                 raise self._mismatch(row, tip, expected, link)
-            if sid[:5] == "blob:" and (why := mismatch(sid, state)):
-                raise _broken(row, f"{describe(row)} is not the blob its key names", f"{why}: its text was rewritten")
             start = starts.get(topic)
-            if start is None:
-                start = starts[topic] = sha256(topic.encode() + b"\n")
-            h = start.copy()
+            if start is None:  # the hash of its prefix, and whether its events may name blobs
+                start = starts[topic] = (sha256(topic.encode() + b"\n"), topic.startswith(NAMING))
+            if sid[:5] == "blob:":
+                if version > 1:
+                    raise _broken(
+                        row,
+                        f"{describe(row)} was not appended by Lopen",
+                        f"{sid} is a blob's stream, which holds one event (its text): the events after it were "
+                        "inserted outside Lopen",
+                    )
+                if why := mismatch(sid, state):
+                    why += ": its text was rewritten"
+                    raise _broken(row, f"{describe(row)} is not the blob its key names", why)
+            elif start[1] and not state.endswith(NO_RESULT_BLOB, 0, len(state) - WIDTH - 2):  # (most tool calls)
+                for blob in named(sid, topic, state):
+                    names.setdefault(blob, row)
+            h = start[0].copy()
             h.update(state)
             if sealed:
                 h.update(b"\n")
@@ -251,8 +287,8 @@ class _Walk:
         """Each stream walked (and each with a recorded head) ends at that head: nothing deleted at the
         end, nothing appended without one, the newest event as it was when it was appended."""
         for sid in sorted(set(heads) | set(self.touched)):
-            if only is not None and sid != only:
-                continue
+            if (only is not None and sid != only) or (sid[:5] == "blob:" and sid not in heads):
+                continue  # a blob's stream has no head (events.blobs): its one event was checked as it was walked
             tip, head = self._caught_up(sid, self.tips.get(sid), heads.get(sid))
             if tip is None or head is None:
                 if tip is None and head is not None and head[0] > 0:

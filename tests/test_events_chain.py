@@ -208,6 +208,56 @@ class ChainContract(BackendFixtures):
         with pytest.raises(ChainBroken, match=f"version 1 of {stream} is gone"):
             store.verify(full=True)
 
+    def test_a_blob_deleted_before_any_check_is_named_by_the_event_naming_it(self, store: EventStore, url: str) -> None:
+        """A blob's stream has no recorded head (its one event never changes; one row less per new blob
+        at every commit): deleting a blob no check has seen yet is found through the event that names it
+        — by the incremental check, the full one and the check of that event's stream alone."""
+        kept = [store.keep_blob(PROJECT, f"part {n}\n" * 100) for n in range(3)]  # stay: looked up, found
+        key = store.keep_blob(PROJECT, "a whole result\n" * 100)
+        prompt = dict(zip(("system", "guidance", "user"), kept, strict=True))
+        store.append(AUTH, [ev.InvocationStarted(invocation_id="i1", prompt=prompt, session_id=SID)])
+        store.append(AUTH, [ev.ToolCalled(tool="bash", result_blob=key)])
+        stream = blob_stream(PROJECT, key)
+        assert store.blob(PROJECT, key) == "a whole result\n" * 100
+        assert stream not in store.backend.events.chain_heads()  # stored without a head
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))
+        for check in (store.verify, lambda: store.verify(full=True), lambda: store.verify(AUTH)):
+            with pytest.raises(ChainBroken, match=f"names the blob {key}, which is not in the event store") as caught:
+                check()
+            assert (caught.value.stream_id, caught.value.version, caught.value.event_type) == (AUTH, 2, "ToolCalled")
+            assert "deleted outside Lopen" in caught.value.why
+
+    def test_a_blob_verified_and_then_deleted_or_given_a_second_event_is_named(
+        self, store: EventStore, url: str
+    ) -> None:
+        key = store.keep_blob(PROJECT, "the prompt\n" * 100)
+        store.append(AUTH, [ev.InvocationStarted(invocation_id="i1", prompt={"user": key}, session_id=SID)])
+        stream = blob_stream(PROJECT, key)
+        assert store.verify().streams == 2
+        codec = Codec()
+        forged = ev.BlobStored(key=key, text="something else", size=14, project=PROJECT)
+        link = events.verify.digest(
+            *_sql(url, "SELECT topic, state FROM stored_events WHERE originator_id = ?", (stream,))[0]
+        )  # type: ignore[arg-type]
+        store.backend.events.insert_events(
+            [StoredEvent(stream, 2, codec.topic(forged), with_link(codec.encode(forged), link))]
+        )
+        with pytest.raises(ChainBroken, match=f"of {stream} \\(version 2, BlobStored\\) was not appended by Lopen"):
+            store.verify()
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))
+        with pytest.raises(ChainBroken, match=f"version 1 of {stream} is gone"):
+            store.verify(full=True)
+
+    def test_a_blob_stored_with_a_head_by_an_older_lopen_is_still_held_to_it(self, store: EventStore, url: str) -> None:
+        key = store.put_blob(PROJECT, "an old result\n" * 100)
+        stream = blob_stream(PROJECT, key)
+        state = stored(url, stream, 1)
+        store.backend.events.insert_events([], heads=[(stream, 1, events.verify.digest("BlobStored@2", state))])
+        assert store.verify(full=True).streams == 1  # its head recorded, as an older Lopen did: it fits
+        _sql(url, "DELETE FROM stored_events WHERE originator_id = ?", (stream,))  # nothing names it: its head does
+        with pytest.raises(ChainBroken, match=f"the events of {stream} are gone"):
+            store.verify(full=True)
+
     def test_a_rewritten_link_names_the_event_holding_it(self, store: EventStore, url: str) -> None:
         fill(store)
         link = link_of(stored(url, AUTH, 5))
@@ -350,3 +400,29 @@ def test_verification_is_fast_enough_to_run_before_every_run(tmp_path: Path) -> 
             store.append(module_stream(PROJECT, f"m{module}"), events)
         report = store.verify(full=True)
     assert report.events == 20_000 and report.seconds < 2
+
+
+def test_the_blobs_an_event_names_are_read_from_its_stored_bytes_exactly() -> None:
+    """``events.blobs.named`` reads a tool call's key from its last bytes without decoding it: a key-like
+    text or a ``result_blob`` inside its arguments is never taken for the one it names, nor missed."""
+    from events.blobs import named
+    from events.chain import chain
+
+    codec = Codec()
+    key, other = "a" * 32, "b" * 32
+    cases: list[tuple[ev.Event, list[str]]] = [
+        (ev.ToolCalled(tool="bash"), []),
+        (ev.ToolCalled(tool="bash", result_blob=key), [key]),
+        (ev.ToolCalled(tool="bash", arguments={"x": {"result_blob": other}}), []),
+        (ev.ToolCalled(tool="bash", arguments={"x": {"result_blob": ""}}, result_blob=key), [key]),
+        (ev.ToolCalled(tool="bash", result_summary=f'"result_blob":"{other}"'), []),
+        (ev.InvocationStarted(invocation_id="i1", prompt={"system": key, "user": other}), [key, other]),
+        (ev.ProgressReported(progress=f'"result_blob":"{other}"'), []),
+    ]
+    for event, keys in cases:
+        event = msgspec.structs.replace(event, project=PROJECT, module="auth")
+        topic, payload = codec.topic(event), codec.encode(event)
+        (state,), _ = chain(genesis(AUTH), [topic], [payload])
+        expected = [blob_stream(PROJECT, k) for k in keys]
+        assert named(AUTH, topic, state) == expected, event  # as stored, with its link
+        assert named(AUTH, topic, payload) == expected, event  # as an event stored before the chain

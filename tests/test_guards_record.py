@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_events_store import PROJECT
 from test_fold import components, fold, move, tasks
 from test_journal import stored_fold
@@ -301,3 +303,22 @@ R = REDACTED
 )
 def test_the_boundaries_of_what_is_a_secret(text: str, expected: str) -> None:
     assert redact_text(text) == expected
+
+
+_NAMES = st.sampled_from(["token", "API_KEY", "db_password", "passwd", "access_token_value", "secret", "Key", "tok"])
+_GLUE = st.sampled_from(["=", ": ", " = ", '": "', "'='", " is ", " ", "\n", "=$", ":"])
+_VALUES = st.sampled_from(["a8f3k29dk3ls92kd", "'Zx9!qwerty'", '"hunter2x9"', "refused", "abcd", "user_token_2024"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_NAMES, _GLUE, _VALUES), min_size=1, max_size=6), st.sampled_from([" ", "\n", "; "]))
+def test_the_quick_test_before_the_assignment_rule_never_skips_an_assignment(
+    parts: list[tuple[str, str, str]], sep: str
+) -> None:
+    """The assignment rule runs only on texts where a secret-like name stands right before an ``=``/``:``
+    (``_ASSIGNMENT_HINT``: a prompt that only mentions a token skips its costly scan); on any text the result
+    is what the rule itself gives."""
+    from events.redaction import _ASSIGNMENT, _assignment
+
+    text = sep.join(f"{name}{glue}{value}" for name, glue, value in parts)
+    assert redact_text(text) == _ASSIGNMENT.sub(_assignment, text)

@@ -15,9 +15,9 @@ The bundle is one zip file (docs/audit.md describes it for people)::
 
 :func:`verify_bundle` needs nothing but the file: it hashes every stream's chain again from the stored
 bytes (a link that does not fit names the event, as ``lopen verify`` does), checks each stream's head,
-that each blob's text (unpacked) hashes to its key, that each commit object hashes to its sha, that each
-recorded commit's ``Lopen-Chain`` trailer names the chain as bundled (``lopen.app.witness``), and that each
-spec text hashes to its approval.
+that each blob's text (unpacked) hashes to its key and that every blob an event names is bundled, that
+each commit object hashes to its sha, that each recorded commit's ``Lopen-Chain`` trailer names the chain
+as bundled (``lopen.app.witness``), and that each spec text hashes to its approval.
 """
 
 from __future__ import annotations
@@ -101,8 +101,7 @@ def export(project: Project, session: str, out: Path | None = None) -> dict[str,
         rows = [r for r in store.chain_rows(stream) if r[0] <= row.last_seq]
         heads = store.backend.events.chain_heads()
         named = {blob_stream(project_id, m.decode()) for r in rows for m in BLOB_KEY.findall(r[4])}
-        blobs = sorted(s for s in named if s in heads)
-        for blob in blobs:
+        for blob in sorted(named):  # a blob has no head (events.blobs): a quoted key of no blob reads nothing
             rows += list(store.chain_rows(blob))
         rows.sort(key=lambda r: r[0])
         decoded = [(r, store.codec.decode(r[3], r[4], r[0])) for r in rows if r[3].startswith(witness.TYPES)]
@@ -225,7 +224,7 @@ def verify_bundle(path: Path) -> dict[str, Any]:
     """Check a bundle on its own; what was checked. The first thing that does not fit is a ``LopenError``
     naming it (an event by ``#seq``, stream, version and type; a commit by its sha)."""
     from events import catalogue as ev
-    from events.blobs import mismatch
+    from events.blobs import mismatch, named
     from events.chain import digest, genesis, link_of
     from events.codec import Codec
     from events.recorded import BLOB_PREFIX
@@ -266,6 +265,11 @@ def verify_bundle(path: Path) -> dict[str, Any]:
     for stream, chain in by_stream.items():  # a blob's text (unpacked) must still hash to its key
         if stream.startswith(BLOB_PREFIX) and (why := mismatch(stream, chain[0].state)):
             raise _bad(path, f"{chain[0].describe()} is not the blob its key names", f"{why}: its text was rewritten")
+    for r in events:  # and every blob an event names is bundled (a blob has no head to miss it by)
+        for blob in named(r.stream, r.topic, r.state):
+            if blob not in by_stream:
+                key = blob.rpartition(":")[2]
+                raise _bad(path, f"{r.describe()} names the blob {key}, which is not in the bundle", "it was removed")
 
     codec = Codec()
     decoded = [

@@ -393,8 +393,8 @@ def rewrite_bundle(bundle: Path, out: Path, change: Callable[[str, bytes], bytes
 def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_changed(demo_run, tmp_path):
     """Issue 22, items 3 and 5: every commit carries the chain head, `lopen verify` says git witnesses the
     log; `lopen export` of the session verifies on its own after the repository is gone, with every blob its
-    events name, and a byte of an event, a consistently rewritten history, a commit's rewritten trailer or a
-    blob's text rewritten with its chain head is named."""
+    events name, and a byte of an event, a consistently rewritten history, a commit's rewritten trailer, a
+    blob's text rewritten with its chain head or a blob left out is named."""
     code, root, _, _, session, events, _ = demo_run
     assert code == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOPEN_")}
@@ -507,6 +507,23 @@ def test_an_auditors_export_verifies_without_the_repository_and_names_what_was_c
     failed = lopen(auditor, env, "verify", "--bundle", str(reblobbed))
     assert failed.returncode == 1, failed.stdout
     assert f"of {blob['stream']} (version 1, BlobStored) is not the blob its key names" in failed.stderr
+
+    # a blob left out, with its line in the manifest: a blob has no head, the event naming it says it is missing
+    def unblob(name: str, data: bytes) -> bytes:
+        if name == "manifest.json":
+            manifest = json.loads(data)
+            del manifest["streams"][blob["stream"]]
+            return json.dumps(manifest).encode()
+        if name != "events.jsonl":
+            return data
+        return b"".join(json.dumps(e, ensure_ascii=False).encode() + b"\n" for e in lines if e is not blob)
+
+    unblobbed = tmp_path / "unblobbed.zip"
+    rewrite_bundle(bundle, unblobbed, unblob)
+    failed = lopen(auditor, env, "verify", "--bundle", str(unblobbed))
+    key = blob["stream"].rpartition(":")[2]
+    assert failed.returncode == 1, failed.stdout
+    assert f"names the blob {key}, which is not in the bundle" in failed.stderr, failed.stderr
 
 
 def test_the_transcript_shows_the_prompt_the_model_received_what_it_said_and_each_whole_result(demo_run):
