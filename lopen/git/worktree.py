@@ -553,12 +553,11 @@ class Worktree:
             "-z",
             "--untracked-files=all",
             "--ignore-submodules=dirty",  # a submodule's commit counts, as for `git add`; nothing runs in it
-            "--no-renames",
+            "--no-renames",  # a rename the private index holds (since the last tree) comes as two "1 " entries
             env=env,
         ).decode("utf-8", "surrogateescape")
         names: list[str] = []
-        fields = iter(said.split("\0"))
-        for entry in fields:
+        for entry in said.split("\0"):
             kind = entry[:2]
             if kind == "? ":
                 names.append(entry[2:])
@@ -566,11 +565,6 @@ class Worktree:
                 parts = entry.split(" ", 8)
                 if parts[1][1:] != ".":
                     names.append(parts[8])
-            elif kind == "2 ":  # a rename (not asked for): its path, then the original path as a field of its own
-                names.append(entry.split(" ", 9)[9])
-                next(fields, None)
-            elif kind == "u ":
-                names.append(entry.split(" ", 10)[10])
         return [name for name in dict.fromkeys(names) if name]
 
     def _nested_repositories(self, names: list[str]) -> list[str]:
