@@ -84,13 +84,6 @@ def test_a_clean_filter_planted_in_a_checked_out_submodule_never_runs_when_lopen
     assert git(repo, "ls-tree", tree, "sub").split()[:3] == ["160000", "commit", commit]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="git add -A . (the walk of the whole worktree: a file past the size limit after an earlier tree, or "
-    "more than ADD_NAMED_MAX changed paths) checks a checked-out submodule for changes by running git status "
-    "inside it, which runs the submodule's own clean filter; the named add does not. Fix: keep the tracked "
-    "gitlinks out of that walk (:(exclude,literal)) and add the ones status named",
-)
 def test_a_clean_filter_planted_in_a_submodule_never_runs_when_git_walks_the_whole_worktree(tmp_path, repo):
     wt = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth", max_file_bytes=100)
     wt.ensure()

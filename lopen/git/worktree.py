@@ -523,12 +523,22 @@ class Worktree:
         left = {relative for relative, _size in self.left_out} | {f"{folder}/" for folder in self.nested}
         named = [f":(literal){name}" for name in names if name not in left]
         if everything or len(named) > ADD_NAMED_MAX:
-            self._git(*excludes, "add", "-A", "--", ".", *skip, env=env)
-        elif named:
+            # git's walk runs `git status` inside every checked-out submodule (and so its clean filters, a
+            # model's program): the tracked ones stay out of it, and those status named are added by name
+            links = self._gitlinks(env)
+            walk = [*skip, *(f":(exclude,literal){link}" for link in links)]
+            self._git(*excludes, "add", "-A", "--", ".", *walk, env=env)
+            named = [f":(literal){name}" for name in names if name in links]
+        if named:
             listed = "\0".join([*named, *skip]).encode("utf-8", "surrogateescape")
             self._git_bytes(
                 *excludes, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=listed, env=env
             )
+
+    def _gitlinks(self, env: dict[str, str]) -> set[str]:
+        """The submodules (gitlinks) Lopen's private index tracks, by path."""
+        listed = self._git_bytes("ls-files", "-s", "-z", env=env).decode("utf-8", "surrogateescape")
+        return {entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ")}
 
     def _read_tip(self, index: Path, tip: str, env: dict[str, str], fresh: bool = False) -> None:
         """Make the private index the branch tip (empty when there is none). An index already there is
