@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
+from repos import make_repo
 
 from lopen.copilot.locate import find_cli
 from lopen.errors import LopenError
+from lopen.git import Worktree
 
 
 @pytest.fixture(scope="session")
@@ -111,3 +114,17 @@ def pytest_make_collect_report(collector: pytest.Collector):
         report.outcome = "failed"
         report.longrepr = message
     return report
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository on ``main`` with one commit (``tests/repos.py``: ``make_repo``); a test file may have its own."""
+    return make_repo(tmp_path)
+
+
+@pytest.fixture
+def wt(repo: Path) -> Worktree:
+    """The module ``auth``'s worktree in ``repo``, made."""
+    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
+    worktree.ensure()
+    return worktree

@@ -32,3 +32,14 @@ def make_repo(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
     git(root, "commit", "-q", "-m", "initial")
     ensure_lopen_dir(root)
     return root
+
+
+def nested_repo(path: Path, files: dict[str, str]) -> str:
+    """``path`` (inside a worktree) made a git repository of its own with one commit of ``files``: its sha."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q")
+    for name, text in files.items():
+        write(path / name, text)
+    git(path, "add", ".")
+    git(path, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qm", "one")
+    return git(path, "rev-parse", "HEAD")

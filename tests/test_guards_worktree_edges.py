@@ -11,21 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from repos import git, make_repo, write
+from repos import git, nested_repo, write
 
 from lopen.git import Worktree
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path)
-
-
-@pytest.fixture
-def wt(repo: Path) -> Worktree:
-    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
-    worktree.ensure()
-    return worktree
 
 
 def private_dir(wt: Worktree) -> Path:
@@ -138,11 +126,7 @@ def test_a_nested_repository_whose_name_ends_like_a_mutation_is_named_whole(repo
 
 def test_a_submodule_the_branch_tracks_is_recorded_at_its_new_commit_not_left_out(repo, wt):
     sub = wt.path / "sub"
-    git(wt.path, "init", "-q", "sub")
-    write(sub / "s.txt", "1\n")
-    git(sub, "add", ".")
-    git(sub, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qm", "one")
-    first = git(sub, "rev-parse", "HEAD")
+    first = nested_repo(sub, {"s.txt": "1\n"})
     tip = wt.tip()
     index = {"GIT_INDEX_FILE": str(wt.path.parent / "sub-index")}
     subprocess.run(["git", "read-tree", tip], cwd=repo, env={**os.environ, **index}, check=True)

@@ -9,23 +9,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-from repos import git, make_repo, write
+from repos import git, nested_repo, write
 
 from lopen.git import Worktree
 from lopen.git.worktree import ADD_NAMED_MAX
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path)
-
-
-@pytest.fixture
-def wt(repo: Path) -> Worktree:
-    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
-    worktree.ensure()
-    return worktree
 
 
 def names_in(repo: Path, tree: str) -> list[str]:
@@ -63,11 +50,7 @@ def planted_submodule(tmp_path: Path, wt: Worktree) -> tuple[str, Path]:
     own program, in the submodule's .git/config) and left a dirty file: (the submodule's commit, the marker
     file the program makes if anyone runs it)."""
     sub = wt.path / "sub"
-    git(wt.path, "init", "-q", "sub")
-    write(sub / "s.txt", "1\n")
-    git(sub, "add", ".")
-    git(sub, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qm", "one")
-    commit = git(sub, "rev-parse", "HEAD")
+    commit = nested_repo(sub, {"s.txt": "1\n"})
     git(wt.path, "update-index", "--add", "--cacheinfo", f"160000,{commit},sub")  # the branch tracks it
     wt.move_branch(wt.commit(git(wt.path, "write-tree"), wt.tip(), "the user's submodule"))
     marker = tmp_path / "filter.ran"

@@ -9,21 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from repos import git, make_repo, write
+from repos import git, write
 
 from lopen.git import Worktree
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path)
-
-
-@pytest.fixture
-def wt(repo: Path) -> Worktree:
-    worktree = Worktree(repo, repo / ".lopen" / "worktrees" / "auth", "lopen/auth")
-    worktree.ensure()
-    return worktree
 
 
 def program(tmp_path: Path, name: str) -> tuple[Path, Path]:
