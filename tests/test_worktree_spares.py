@@ -5,6 +5,7 @@ trees — and nothing of a spare outlives the run, even a killed one."""
 
 from __future__ import annotations
 
+import fcntl
 import threading
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from repos import git, make_repo, write
 from test_worktree_caches import files_reread
 
-from lopen.git import Worktree
+from lopen.git import GitError, Worktree
 from lopen.git.spares import Spares, spares_dir
 from lopen.git.worktree import Spare
 
@@ -219,3 +220,66 @@ def test_a_run_in_lanes_has_spares_only_for_the_components_left_to_build(tmp_pat
     assert sorted(planned.components) == ["api", "store", "ui"]
     assert spares_wanted(planned, 4, lanes) == 2  # api has its folder already
     assert spares_wanted(planned, 1, lanes) == 1
+
+
+@pytest.mark.parametrize("lock", ["worktrees.lock", "checkouts.lock"])
+def test_a_spare_is_made_under_the_locks_lanes_make_their_worktrees_under(
+    repo: Path, module: Worktree, lock: str
+) -> None:
+    """Registered with git under the lock worktrees are made in (git's prune must never meet a half-made
+    one), its files written under the one check-outs take turns on: while a lane holds either, the spare
+    waits — its folder unmade, or made without its files."""
+    spare = Worktree(repo, spares_dir(module.path) / "spare-1", "")
+    with open(repo / ".lopen" / lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        making = threading.Thread(target=spare.make_spare, args=(module.tip(),))
+        making.start()
+        making.join(timeout=1.0)
+        assert making.is_alive()  # waiting for the lane's lock
+        assert not (spare.path / "src" / "d1" / "f001.py").exists()
+        fcntl.flock(held, fcntl.LOCK_UN)
+    making.join()
+    assert (spare.path / "src" / "d1" / "f001.py").read_text(encoding="utf-8") == "VALUE = 1\n"
+
+
+def test_a_spare_is_made_in_folders_that_do_not_exist_yet(repo: Path, module: Worktree) -> None:
+    made = Worktree(repo, repo / ".lopen" / "deep" / "er" / "spare-1", "").make_spare(module.tip())
+    assert git(made.path, "rev-parse", "HEAD") == module.tip() and git(made.path, "status", "--porcelain") == ""
+
+
+def test_a_lane_branch_made_from_a_spare_says_so_in_its_reflog(repo: Path, module: Worktree) -> None:
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+    taken = lane(module, "api", spares)
+    taken.ensure(module.tip())
+    spares.close()
+    assert git(repo, "reflog", "show", "-1", "--format=%gs", taken.ref) == "lopen: branch created"
+
+
+def test_a_spare_half_taken_is_removed_and_git_s_error_told(repo: Path, module: Worktree) -> None:
+    """Moved into place, then git refuses (here: the branch it was to make exists after all): the lane's
+    folder is removed (the next ensure makes it afresh), no index is left, and git's error is what the
+    caller gets."""
+    spare = Worktree(repo, spares_dir(module.path) / "spare-1", "").make_spare(module.tip())
+    git(repo, "branch", "lopen/auth--api", module.tip())
+    taken = lane(module, "api", None)
+    taken.path.parent.mkdir(parents=True)
+
+    with pytest.raises(GitError, match="update-ref"):
+        taken._adopt(spare, True, module.tip())
+
+    assert not taken.path.exists() and not spare.path.exists()
+    assert not spare.index.exists() and not taken._index_file().exists()
+    assert str(taken.path) not in worktrees(repo)
+
+
+def test_the_own_index_follows_a_tip_that_moved_since_the_check_out(repo: Path, module: Worktree) -> None:
+    """Checked out at the tip, the worktree's own index is that tip (no reset needed); a commit later, the
+    index sync makes it the new tip: a person's `git status` there is clean, not the commit undone."""
+    write(module.path / "src" / "d0" / "new.py", "NEW = 1\n")
+    module.move_branch(module.commit(module.tree(), module.tip(), "more"))
+
+    module.sync_index()
+
+    assert git(module.path, "diff", "--cached", "--name-only") == ""
+    assert git(module.path, "status", "--porcelain") == ""
