@@ -7,6 +7,7 @@ submodules, sizes measured against the tip, git's non-UTF-8 words, ``advance`` o
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -486,3 +487,25 @@ def test_every_key_removed_from_config_worktree_is_named(wt):
     assert wt.restore_git_files() == [
         "the worktree's git folder's config.worktree set core.fsmonitor, filter.x.clean: removed"
     ]
+
+
+def test_a_pointer_whose_second_line_leads_back_to_the_private_folder_is_put_back(wt: Worktree) -> None:
+    """`gitdir: <private>/x` + newline + `/..` resolves (as a path) to the private folder, but git reads it
+    as one path with a newline in it, and fails: such a pointer is rewritten."""
+    private = private_dir(wt)
+    (wt.path / ".git").write_text(f"gitdir: {private}/x\n/..\n", encoding="utf-8")
+
+    [said] = wt.restore_git_files()
+    assert said.startswith(".git ")
+    assert (wt.path / ".git").read_text(encoding="utf-8") == f"gitdir: {private}\n"
+    assert git(wt.path, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("gone", ["worktree", "private git folder"])
+def test_a_worktree_or_private_folder_gone_has_nothing_put_back_and_nothing_made(wt: Worktree, gone: str) -> None:
+    private = private_dir(wt)
+    folder = wt.path if gone == "worktree" else private
+    shutil.rmtree(folder)
+
+    assert wt.restore_git_files() == []
+    assert not folder.exists()
