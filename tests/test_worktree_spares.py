@@ -283,3 +283,49 @@ def test_the_own_index_follows_a_tip_that_moved_since_the_check_out(repo: Path, 
 
     assert git(module.path, "diff", "--cached", "--name-only") == ""
     assert git(module.path, "status", "--porcelain") == ""
+
+
+def test_a_spare_git_registered_without_its_pointer_is_forgotten_by_git_too(repo: Path, module: Worktree) -> None:
+    """Killed inside `git worktree add`, after git registered the folder but before it wrote its `.git`:
+    the folder goes, and so does git's record of it (a `git worktree list` of the person's shows neither)."""
+    folder = spares_dir(module.path)
+    git(repo, "worktree", "add", "-q", "--no-checkout", "--detach", str(folder / "spare-1"), module.tip())
+    (folder / "spare-1" / ".git").unlink()
+
+    spares = Spares(repo, folder)
+    spares.fill(1, module.tip())
+    spare = spares.take()
+    spares.close()
+
+    assert spare is not None and spare.path == folder / "spare-1"  # made afresh where the leftover was
+    assert "prunable" not in git(repo, "worktree", "list", "--porcelain")
+    assert [p for p in worktrees(repo) if ".spares" in p] == [str(spare.path)]
+
+
+def test_a_lane_asking_after_the_spares_ran_out_is_answered_at_once(repo: Path, module: Worktree) -> None:
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+    assert spares.take() is not None
+    asking = threading.Thread(target=spares.take)
+    asking.start()
+    asking.join(timeout=30)  # the filler ends right after its one spare: never a wait for more
+    assert not asking.is_alive()
+    spares.close()
+    Spares(repo, spares_dir(module.path)).close()  # never filled: nothing to stop, nothing to remove
+
+
+def test_spares_are_removed_under_the_lock_lanes_make_their_worktrees_under(repo: Path, module: Worktree) -> None:
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+    spare = spares.take()
+    assert spare is not None
+    spares._ready.append(spare)  # not taken after all: close removes it
+    with open(repo / ".lopen" / "worktrees.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        closing = threading.Thread(target=spares.close)
+        closing.start()
+        closing.join(timeout=1.0)
+        assert closing.is_alive() and spare.path.exists()  # waiting for the lane's lock
+        fcntl.flock(held, fcntl.LOCK_UN)
+    closing.join()
+    assert not spare.path.exists()
