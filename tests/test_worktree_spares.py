@@ -42,6 +42,15 @@ def lane(module: Worktree, component: str, spares: Spares | None) -> Worktree:
     )
 
 
+def taking(module: Worktree, count: int) -> tuple[Spares, Worktree]:
+    """``count`` spares filled at the module's tip, and the lane ``api`` made from one of them."""
+    spares = Spares(module.repo_root, spares_dir(module.path))
+    spares.fill(count, module.tip())
+    taken = lane(module, "api", spares)
+    taken.ensure(module.tip())
+    return spares, taken
+
+
 def worktrees(repo: Path) -> dict[str, str]:
     """Every worktree git knows: its folder → its branch ("detached" for none)."""
     found: dict[str, str] = {}
@@ -157,10 +166,7 @@ def test_a_lane_whose_branch_exists_keeps_it_where_it_is(repo: Path, module: Wor
 
 
 def test_spares_no_lane_took_are_removed_when_the_run_ends(repo: Path, module: Worktree) -> None:
-    spares = Spares(repo, spares_dir(module.path))
-    spares.fill(3, module.tip())
-    taken = lane(module, "api", spares)
-    taken.ensure(module.tip())
+    spares, taken = taking(module, 3)
 
     spares.close()
 
@@ -248,10 +254,7 @@ def test_a_spare_is_made_in_folders_that_do_not_exist_yet(repo: Path, module: Wo
 
 
 def test_a_lane_branch_made_from_a_spare_says_so_in_its_reflog(repo: Path, module: Worktree) -> None:
-    spares = Spares(repo, spares_dir(module.path))
-    spares.fill(1, module.tip())
-    taken = lane(module, "api", spares)
-    taken.ensure(module.tip())
+    spares, taken = taking(module, 1)
     spares.close()
     assert git(repo, "reflog", "show", "-1", "--format=%gs", taken.ref) == "lopen: branch created"
 
