@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import fcntl
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from repos import git, make_repo, write
@@ -15,9 +17,34 @@ from test_worktree_caches import files_reread
 
 from lopen.git import GitError, Worktree
 from lopen.git.spares import Spares, spares_dir
-from lopen.git.worktree import Spare
+from lopen.git.worktree import Spare, deleted
 
 FILES = 60
+T = TypeVar("T")
+
+WAIT = 30.0
+"""A lane's wait for a spare, or the run's end waiting for the filler, longer than this is a hang: the test
+fails (a spare never holds up a run for ever)."""
+
+
+def within(call: Callable[[], T]) -> T:
+    """``call()`` from another thread; the test fails when it is not back within :data:`WAIT` seconds."""
+    returned: list[T] = []
+    raised: list[BaseException] = []
+
+    def calling() -> None:
+        try:
+            returned.append(call())
+        except BaseException as error:  # given back to the test
+            raised.append(error)
+
+    thread = threading.Thread(target=calling, daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    assert not thread.is_alive(), f"{call.__qualname__} still waiting after {WAIT:.0f} s"
+    if raised:
+        raise raised[0]
+    return returned[0]
 
 
 @pytest.fixture
@@ -38,7 +65,7 @@ def lane(module: Worktree, component: str, spares: Spares | None) -> Worktree:
         module.path.with_name(f"{module.path.name}.components") / component,
         f"lopen/auth--{component}",
         shared_branch=True,
-        take_spare=spares.take if spares is not None else None,
+        take_spare=(lambda: within(spares.take)) if spares is not None else None,
     )
 
 
@@ -95,7 +122,7 @@ def test_lanes_take_the_spares_checked_out_ahead_and_get_the_worktrees_they_woul
         thread.start()
     for thread in started:
         thread.join()
-    spares.close()
+    within(spares.close)
 
     known = worktrees(repo)
     for taken in lanes:
@@ -123,7 +150,7 @@ def test_a_spare_checked_out_before_the_module_moved_on_is_brought_to_the_lane_s
     worktree is at its start — files added, changed and deleted since are so — and clean."""
     spares = Spares(repo, spares_dir(module.path))
     spares.fill(1, module.tip())
-    spare = spares.take()
+    spare = within(spares.take)
     assert spare is not None
     inode = (spare.path / "src" / "d1" / "f001.py").stat().st_ino
     start = commit_on(
@@ -144,7 +171,7 @@ def test_a_spare_checked_out_before_the_module_moved_on_is_brought_to_the_lane_s
     assert git(taken.path, "status", "--porcelain") == ""
     assert taken.tree() == taken.tree_of(start)
     assert not spare.path.exists() and not spare.index.exists()
-    spares.close()
+    within(spares.close)
 
 
 def test_a_lane_whose_branch_exists_keeps_it_where_it_is(repo: Path, module: Worktree) -> None:
@@ -162,18 +189,18 @@ def test_a_lane_whose_branch_exists_keeps_it_where_it_is(repo: Path, module: Wor
     assert (created, base, taken.tip()) == (False, earlier, earlier)
     assert (taken.path / "src" / "d0" / "extra.py").read_text(encoding="utf-8") == "EXTRA = 1\n"
     assert git(taken.path, "status", "--porcelain") == ""
-    spares.close()
+    within(spares.close)
 
 
 def test_spares_no_lane_took_are_removed_when_the_run_ends(repo: Path, module: Worktree) -> None:
     spares, taken = taking(module, 3)
 
-    spares.close()
+    within(spares.close)
 
     assert set(worktrees(repo)) == {str(repo), str(module.path), str(taken.path)}
     assert not [p for p in spares_dir(module.path).iterdir() if not p.name.startswith(".")]
     assert sorted(p.name.split("-")[0] for p in (repo / ".lopen" / "indexes").iterdir()) == ["api", "auth"]
-    assert spares.take() is None  # a lane starting after the end makes its own
+    assert within(spares.take) is None  # a lane starting after the end makes its own
 
 
 def test_what_a_killed_run_left_is_removed_when_the_next_run_fills(repo: Path, module: Worktree) -> None:
@@ -186,12 +213,12 @@ def test_what_a_killed_run_left_is_removed_when_the_next_run_fills(repo: Path, m
 
     spares = Spares(repo, folder)
     spares.fill(1, module.tip())
-    spare = spares.take()
+    spare = within(spares.take)
 
     assert spare is not None and spare.path == folder / "spare-1"
     assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == ["spare-1"]
     assert set(worktrees(repo)) == {str(repo), str(module.path), str(spare.path)}
-    spares.close()
+    within(spares.close)
     Worktree(repo, spare.path, "").remove()
 
 
@@ -255,7 +282,7 @@ def test_a_spare_is_made_in_folders_that_do_not_exist_yet(repo: Path, module: Wo
 
 def test_a_lane_branch_made_from_a_spare_says_so_in_its_reflog(repo: Path, module: Worktree) -> None:
     spares, taken = taking(module, 1)
-    spares.close()
+    within(spares.close)
     assert git(repo, "reflog", "show", "-1", "--format=%gs", taken.ref) == "lopen: branch created"
 
 
@@ -297,8 +324,8 @@ def test_a_spare_git_registered_without_its_pointer_is_forgotten_by_git_too(repo
 
     spares = Spares(repo, folder)
     spares.fill(1, module.tip())
-    spare = spares.take()
-    spares.close()
+    spare = within(spares.take)
+    within(spares.close)
 
     assert spare is not None and spare.path == folder / "spare-1"  # made afresh where the leftover was
     assert "prunable" not in git(repo, "worktree", "list", "--porcelain")
@@ -308,19 +335,19 @@ def test_a_spare_git_registered_without_its_pointer_is_forgotten_by_git_too(repo
 def test_a_lane_asking_after_the_spares_ran_out_is_answered_at_once(repo: Path, module: Worktree) -> None:
     spares = Spares(repo, spares_dir(module.path))
     spares.fill(1, module.tip())
-    assert spares.take() is not None
+    assert within(spares.take) is not None
     asking = threading.Thread(target=spares.take)
     asking.start()
     asking.join(timeout=30)  # the filler ends right after its one spare: never a wait for more
     assert not asking.is_alive()
-    spares.close()
-    Spares(repo, spares_dir(module.path)).close()  # never filled: nothing to stop, nothing to remove
+    within(spares.close)
+    within(Spares(repo, spares_dir(module.path)).close)  # never filled: nothing to stop, nothing to remove
 
 
 def test_spares_are_removed_under_the_lock_lanes_make_their_worktrees_under(repo: Path, module: Worktree) -> None:
     spares = Spares(repo, spares_dir(module.path))
     spares.fill(1, module.tip())
-    spare = spares.take()
+    spare = within(spares.take)
     assert spare is not None
     spares._ready.append(spare)  # not taken after all: close removes it
     with open(repo / ".lopen" / "worktrees.lock", "a") as held:
@@ -332,3 +359,38 @@ def test_spares_are_removed_under_the_lock_lanes_make_their_worktrees_under(repo
         fcntl.flock(held, fcntl.LOCK_UN)
     closing.join()
     assert not spare.path.exists()
+
+
+@pytest.mark.parametrize("asked", ["no spare", "no commit to make them at"])
+def test_a_run_that_asks_for_no_spare_makes_none_and_touches_nothing(repo: Path, module: Worktree, asked: str) -> None:
+    """Every component has its folder (no spare wanted), or the module has no commit yet: no spare is made,
+    and what is under the folder stays as it is (a lane asking is answered at once)."""
+    folder = spares_dir(module.path)
+    write(folder / "spare-1" / "half.py", "X = 1\n")
+    spares = Spares(repo, folder)
+
+    spares.fill(0, module.tip()) if asked == "no spare" else spares.fill(2, "")
+
+    assert within(spares.take) is None
+    assert (folder / "spare-1" / "half.py").read_text(encoding="utf-8") == "X = 1\n"
+    within(spares.close)
+
+
+def test_a_spare_already_being_deleted_is_left_to_its_deletion_and_gone_when_the_run_ends(
+    repo: Path, module: Worktree
+) -> None:
+    """A removed spare is moved aside (``.spare-N.removed-…``) and deleted in the background, which a killed
+    run cut short: filling never waits to delete it again (seconds in a large repository) and makes its
+    spares at once; the run's end removes it with the spare of that name."""
+    folder = spares_dir(module.path)
+    aside = folder / ".spare-2.removed-1-2"
+    write(aside / "src" / "big.py", "X = 1\n")
+    spares = Spares(repo, folder)
+    spares.fill(2, module.tip())
+
+    first = within(spares.take)
+    assert first is not None and aside.is_dir()  # not deleted by the filler
+
+    within(spares.close)  # spare-2, not taken, removed: its name's leftovers with it
+    assert deleted(timeout=WAIT) and not aside.exists()
+    Worktree(repo, first.path, "").remove()

@@ -44,7 +44,7 @@ class Spares:
         self.repo_root = repo_root
         self.folder = folder
         self._ready: list[Spare] = []
-        self._owed = 0  # spares still to be made by the filler (the one being made included)
+        self._filling = False  # the filler is at work: a lane finding no spare ready waits for its next one
         self._closed = False
         self._changed = threading.Condition()
         self._filler: threading.Thread | None = None
@@ -55,14 +55,14 @@ class Spares:
         if count <= 0 or not at:
             return
         with self._changed:
-            self._owed = count
+            self._filling = True
         self._filler = threading.Thread(target=self._fill, args=(count, at), name="lopen-spares", daemon=True)
         self._filler.start()
 
     def take(self) -> Spare | None:
         """A ready spare, waiting for the one being made if there is none yet; None when none is left."""
         with self._changed:
-            while not self._ready and self._owed and not self._closed:
+            while not self._ready and self._filling and not self._closed:
                 self._changed.wait()
             return self._ready.pop(0) if self._ready and not self._closed else None
 
@@ -89,13 +89,12 @@ class Spares:
                 spare = worktree.make_spare(at)
                 with self._changed:
                     self._ready.append(spare)
-                    self._owed -= 1
                     self._changed.notify_all()
         except (GitError, OSError):  # a lane without a spare makes its worktree itself: nothing is lost
             log.warning("spare worktrees: making one failed", exc_info=True)
         finally:
             with self._changed:
-                self._owed = 0
+                self._filling = False  # done, or given up: a lane without a spare makes its own
                 self._changed.notify_all()
 
     def _clear(self) -> None:
