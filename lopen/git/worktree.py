@@ -31,6 +31,7 @@ from typing import NamedTuple
 from lopen.git.repository import GitError, Repository, git, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+REMOTE_TIMEOUT = 300.0  # seconds a fetch from or push to the team's remote may take; then a failure, never a hang
 ADD_NAMED_MAX = 200  # past this many changed paths, `git add -A` walks the worktree rather than match each
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 WORKTREE_CONFIG_KEPT = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"})
@@ -614,7 +615,7 @@ class Worktree:
             separator = "\n" if text and not text.endswith("\n") else ""
             content = text + separator + "\n".join(self.ignore) + "\n"
             if not path.is_file() or path.read_text(encoding="utf-8") != content:
-                partial = path.with_name(f"{path.name}.{os.getpid()}.{id(self)}")  # lanes write it at once
+                partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")  # lanes: at once
                 partial.write_text(content, encoding="utf-8")
                 os.replace(partial, path)
             self._excludes = str(path)
@@ -803,7 +804,7 @@ class Worktree:
         when that is a fast-forward or the branch is not checked out here; True when git could."""
         branch = branch or self.branch
         try:
-            git(self.repo_root, "fetch", "-q", remote, f"refs/heads/{branch}", timeout=300)
+            git(self.repo_root, "fetch", "-q", remote, f"refs/heads/{branch}", timeout=REMOTE_TIMEOUT)
         except GitError:
             return False
         return True
@@ -811,7 +812,8 @@ class Worktree:
     def push(self, remote: str, force: bool = False) -> None:
         """Publish this branch to ``remote`` (a component's branch is forced: it can be started afresh)."""
         spec = f"{'+' if force else ''}{self.ref}:{self.ref}"
-        git(self.repo_root, "push", "-q", remote, spec, timeout=300)  # from the user's checkout: its ssh setup
+        # from the user's checkout: its ssh setup
+        git(self.repo_root, "push", "-q", remote, spec, timeout=REMOTE_TIMEOUT)
 
     def sync_index(self) -> None:
         """The worktree's own index becomes its HEAD (files untouched): after a run killed between a
