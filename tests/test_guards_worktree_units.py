@@ -366,6 +366,45 @@ def test_fetch_says_whether_git_could(tmp_path, repo, wt):
     assert wt.fetch(str(tmp_path / "missing.git")) is False
 
 
+@pytest.mark.parametrize("direction", ["fetch", "push"])
+def test_a_remote_that_never_answers_is_a_failure_after_the_timeout_not_a_hang(
+    tmp_path, repo, wt, monkeypatch, direction
+):
+    """The team's remote stops answering mid-way (a network that drops, a server that hangs): a worker's
+    fetch or push gives up after ``REMOTE_TIMEOUT`` and says so — fetch answers False, push raises — so the
+    run goes on or ends with the reason, instead of waiting for ever. (Here the remote's git program
+    sleeps, and the timeout is a second.)"""
+    import threading
+
+    from lopen.git import GitError
+    from lopen.git import worktree as module
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    wt.push(str(remote))
+    git(repo, "remote", "add", "team", str(remote))
+    git(repo, "config", f"remote.team.{'uploadpack' if direction == 'fetch' else 'receivepack'}", "sleep 600;")
+    write(wt.path / "a.txt", "a\n")
+    wt.move_branch(wt.commit(wt.tree(), wt.tip(), "a"))
+    monkeypatch.setattr(module, "REMOTE_TIMEOUT", 1.0)
+    said: list[object] = []
+
+    def call() -> None:
+        try:
+            said.append(wt.fetch("team") if direction == "fetch" else wt.push("team"))
+        except GitError as error:
+            said.append(error)
+
+    calling = threading.Thread(target=call, daemon=True)
+    calling.start()
+    calling.join(timeout=20)
+    assert not calling.is_alive(), f"git {direction} still waiting for the remote after 20 s"
+    if direction == "fetch":
+        assert said == [False]
+    else:
+        assert isinstance(said[0], GitError) and "took longer than 1 s" in str(said[0])
+
+
 def test_a_file_name_that_is_not_utf8_is_named_with_a_replacement_character(wt):
     base = wt.tip()
     (wt.path / "bad\udcff.txt").write_text("x\n")  # the bytes b"bad\xff.txt"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -135,3 +136,53 @@ def test_many_changes_and_names_git_would_read_as_patterns_are_all_in_the_tree(w
         write(wt.path / name, f"# {name}\n")
     files = files_of(wt.path, wt.tree())
     assert set(many) <= set(files) and len(files) == FILES + len(odd) + len(many)
+
+
+def commands_run(trace: Path) -> list[str]:
+    """The git commands traced (GIT_TRACE2_EVENT), by name."""
+    found = []
+    for line in trace.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("event") == "cmd_name":
+            found.append(event["name"])
+    return found
+
+
+def test_after_lopen_commits_the_tree_it_took_the_next_tree_reads_no_commit_again(
+    wt: Worktree, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After each task, Lopen commits the tree it took: its private index holds that commit already. The
+    next tree read the whole commit into it again (every entry, 20,000 in a large repository) all the same."""
+    write(wt.path / "src" / "d1" / "f001.py", "VALUE = 'task 1'\n")
+    wt.commit(wt.tree(), wt.tip(), "task 1")
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    write(wt.path / "src" / "d2" / "f002.py", "VALUE = 'task 2'\n")
+
+    files = files_of(wt.path, wt.tree())
+
+    assert "read-tree" not in commands_run(trace)
+    assert files["src/d1/f001.py"] == "VALUE = 'task 1'" and files["src/d2/f002.py"] == "VALUE = 'task 2'"
+    assert len(files) == FILES + 1  # and .gitignore
+
+
+def test_a_commit_of_another_tree_is_read_into_the_index_before_the_next_tree(wt: Worktree) -> None:
+    """A commit of a tree Lopen did not just take (a merge, another tree) moves the tip to what the private
+    index does not hold: the next tree starts from it — here, so that a file the new tip tracks stays in the
+    tree although `.gitignore` matches it."""
+    wt.tree()
+    scratch = {**os.environ, "GIT_INDEX_FILE": str(wt.path.parent / "scratch-index")}
+
+    def scratch_git(*args: str, text: str | None = None) -> str:
+        done = subprocess.run(["git", *args], cwd=wt.path, env=scratch, input=text, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    scratch_git("read-tree", wt.tip())
+    blob = scratch_git("hash-object", "-w", "--stdin", text="kept\n")
+    scratch_git("update-index", "--add", "--cacheinfo", f"100644,{blob},notes.log")
+    tracked = scratch_git("write-tree")
+    wt.commit(tracked, wt.tip(), "notes tracked though ignored")
+    write(wt.path / "notes.log", "kept\n")
+
+    assert files_of(wt.path, wt.tree()).get("notes.log") == "kept"

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from lopen.git.repository import GitError, Repository, git, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+REMOTE_TIMEOUT = 300.0  # seconds a fetch from or push to the team's remote may take; then a failure, never a hang
 ADD_NAMED_MAX = 200  # past this many changed paths, `git add -A` walks the worktree rather than match each
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 WORKTREE_CONFIG_KEPT = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"})
@@ -139,6 +140,7 @@ class Worktree:
         self._git_dirs: tuple[Path, Path] | None = None  # (its private git folder, the common one)
         self._trusted: tuple[Path, Path] | None = None  # the same, as checked when Lopen made or adopted it
         self._indexed: str | None = None  # the tip the persistent index was read from
+        self._written: str | None = None  # the tree last written from it, while the index still holds it
         self._unfilled = False  # made (or found) without its files: ``ensure`` checks them out
         self._own_index: str | None = None  # the tip the own index was just checked out at (``sync_index``)
         self._spare: Spare | None = None  # the spare ``ensure`` took, until ``_ensure`` adopts it
@@ -280,7 +282,7 @@ class Worktree:
         parallel = ("-c", "checkout.workers=0")  # as many as there are cores
         commit = at or self.ref
         self._git(*self.CACHED, *parallel, "read-tree", "--reset", "-u", commit, env={"GIT_INDEX_FILE": str(index)})
-        self._indexed = at or self.tip()
+        self._indexed, self._written = at or self.tip(), None
         self._copy_index(index)
 
     def _copy_index(self, index: Path) -> None:
@@ -325,7 +327,7 @@ class Worktree:
             tip = self.tip()
             if tip != spare.at:
                 self._git(*self.CACHED, "read-tree", "-m", "-u", spare.at, tip, env={"GIT_INDEX_FILE": str(index)})
-            self._indexed = tip
+            self._indexed, self._written = tip, None
             self._copy_index(index)
         except BaseException:  # half taken: removed, so that the next ``ensure`` makes it afresh
             self.remove()
@@ -483,7 +485,8 @@ class Worktree:
         Built in a private index of Lopen's (under ``.lopen/indexes/``) that starts from the branch tip, so
         files the branch tracks stay even when a `.gitignore` matches them; the worktree's own index and
         HEAD are not touched. The index is kept between calls — read from the tip again only when the tip
-        moved, keeping the file times of what did not change — so one ``git status`` finds what changed
+        moved, keeping the file times of what did not change, and not even then when the tip is Lopen's
+        commit of the tree it last wrote (``commit``): it holds that tree already — so one ``git status`` finds what changed
         by looking at the files (``lstat``), reading and hashing only those, and ``git add`` then takes
         just them: the cost grows with what changed, and with the number of files only as one ``lstat``
         each. New nested git repositories are left out (``nested``), as files over
@@ -507,9 +510,10 @@ class Worktree:
                         everything = True  # what changed is now counted from the tip, not from the last tree
                     self._add(excludes, env, names, everything)
                     self._indexed = tip
-                    return self._git(*self.CACHED, "write-tree", env=env)
+                    self._written = self._git(*self.CACHED, "write-tree", env=env)
+                    return self._written
                 except GitError:
-                    self._indexed = None  # a broken or locked index (a killed process's): start it afresh
+                    self._indexed = self._written = None  # a broken or locked index (a killed process's): afresh
                     if attempt:
                         raise
             raise AssertionError("unreachable")
@@ -550,7 +554,7 @@ class Worktree:
             index.unlink(missing_ok=True)
         if tip:
             self._git(*self.CACHED, "read-tree", *(["-m"] if index.exists() else []), tip, env=env)
-        self._indexed = "fresh"
+        self._indexed, self._written = "fresh", None
 
     def _unindexed(self, excludes: tuple[str, ...], env: dict[str, str]) -> list[str]:
         """The new, changed and deleted paths against the private index (the tip, or the last tree),
@@ -614,7 +618,7 @@ class Worktree:
             separator = "\n" if text and not text.endswith("\n") else ""
             content = text + separator + "\n".join(self.ignore) + "\n"
             if not path.is_file() or path.read_text(encoding="utf-8") != content:
-                partial = path.with_name(f"{path.name}.{os.getpid()}.{id(self)}")  # lanes write it at once
+                partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")  # lanes: at once
                 partial.write_text(content, encoding="utf-8")
                 os.replace(partial, path)
             self._excludes = str(path)
@@ -682,6 +686,9 @@ class Worktree:
             args += ["-p", merge_parent]
         sha = self._git(*args)
         self._git("update-ref", "-m", f"lopen: {message.splitlines()[0]}", self.ref, sha, parent or "")
+        with self._tree_lock:
+            if tree == self._written:  # the private index holds exactly the new tip: the next tree() reads
+                self._indexed = sha  # no commit again (20,000 entries) to learn what it already holds
         return sha
 
     def commit_file(self, relative: str, content: bytes, parent: str, message: str) -> str:
@@ -803,7 +810,7 @@ class Worktree:
         when that is a fast-forward or the branch is not checked out here; True when git could."""
         branch = branch or self.branch
         try:
-            git(self.repo_root, "fetch", "-q", remote, f"refs/heads/{branch}", timeout=300)
+            git(self.repo_root, "fetch", "-q", remote, f"refs/heads/{branch}", timeout=REMOTE_TIMEOUT)
         except GitError:
             return False
         return True
@@ -811,7 +818,8 @@ class Worktree:
     def push(self, remote: str, force: bool = False) -> None:
         """Publish this branch to ``remote`` (a component's branch is forced: it can be started afresh)."""
         spec = f"{'+' if force else ''}{self.ref}:{self.ref}"
-        git(self.repo_root, "push", "-q", remote, spec, timeout=300)  # from the user's checkout: its ssh setup
+        # from the user's checkout: its ssh setup
+        git(self.repo_root, "push", "-q", remote, spec, timeout=REMOTE_TIMEOUT)
 
     def sync_index(self) -> None:
         """The worktree's own index becomes its HEAD (files untouched): after a run killed between a
