@@ -5,6 +5,7 @@ were rewritten is not trusted, and the branch's tip and HEAD are read right from
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -611,3 +612,102 @@ def test_a_file_grown_too_large_after_an_earlier_tree_keeps_the_tips_version(rep
     tree = wt.tree()
     assert wt.left_out == [("b.txt", 50)]
     assert git(repo, "show", f"{tree}:b.txt") == "x"  # the tip's, not the earlier tree's
+
+
+# -- a component's folders of several workers ------------------------------------------------------
+
+
+def component(repo: Path, folder: str, shared: bool = True) -> Worktree:
+    """A worker's folder of the component ``api`` (``shared``), or a worktree of its branch as a module's is made."""
+    path, branch = repo / ".lopen" / "worktrees" / "auth.components" / folder, "lopen/auth--api"
+    return Worktree(repo, path, branch, shared_branch=True) if shared else Worktree(repo, path, branch)
+
+
+def test_a_worker_takes_over_a_component_in_a_folder_of_its_own_beside_the_earlier_holder_s(repo):
+    """Worker 1 held the component and was paused past its lease: its folder still has the branch checked out.
+    Worker 2's folder of the component is made beside it, on the same branch where it is (git allows a
+    branch in one worktree only: told to allow it here), so the two never share a folder."""
+    first = component(repo, "api@w1")
+    first.ensure(git(repo, "rev-parse", "HEAD"))
+    write(first.path / "api.py", "API = 1\n")
+    first.move_branch(first.commit(first.tree(), first.tip(), "worker 1's task"))
+
+    second = component(repo, "api@w2")
+    created, base = second.ensure()
+
+    assert (created, base, second.tip()) == (False, first.tip(), first.tip())
+    assert (second.path / "api.py").read_text(encoding="utf-8") == "API = 1\n"
+    assert git(second.path, "status", "--porcelain") == "" and second.dirty_files() == []
+    listed = git(repo, "worktree", "list", "--porcelain").split("\n\n")
+    assert sum("branch refs/heads/lopen/auth--api" in entry for entry in listed) == 2
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_branch_checked_out_outside_lopen_s_folders_is_refused_with_how_to_free_it(repo, tmp_path, shared):
+    """The person's own checkout of the branch (or a folder that is not a worker's of the same component) is
+    never worked beside: git's one-worktree rule holds, and the error says which folder to switch. A module's
+    worktree is never shared, even with a sibling folder."""
+    from lopen.git import GitError
+
+    git(repo, "branch", "lopen/auth--api")
+    theirs = (repo / ".lopen" / "worktrees" / "auth.components" / "api@w1") if not shared else tmp_path / "mine"
+    git(repo, "worktree", "add", "-q", str(theirs), "lopen/auth--api")
+
+    with pytest.raises(GitError, match=re.escape(f"lopen/auth--api is checked out in {theirs}")):
+        component(repo, "api@w2", shared=shared).ensure()
+
+
+@pytest.mark.parametrize("lock", ["worktrees.lock", "checkouts.lock"])
+def test_a_lane_s_worktree_is_made_under_the_locks_every_other_is_made_under(repo, lock):
+    """Registered with git under the lock worktrees are made in (git's prune, which a removal runs, must
+    never meet a half-made one), its files written under the one check-outs take turns on: while another
+    holds either, a lane's worktree waits — unmade, or made without its files."""
+    import fcntl
+    import threading
+
+    lane = component(repo, "api")
+    (repo / ".lopen").mkdir(exist_ok=True)
+    with open(repo / ".lopen" / lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        making = threading.Thread(target=lane.ensure, args=(git(repo, "rev-parse", "HEAD"),))
+        making.start()
+        making.join(timeout=1.0)
+        assert making.is_alive()  # waiting for the other's lock
+        assert not (lane.path / "app.py").exists()
+        fcntl.flock(held, fcntl.LOCK_UN)
+    making.join()
+    assert (lane.path / "app.py").is_file() and git(lane.path, "status", "--porcelain") == ""
+
+
+def test_a_check_out_a_killed_run_left_locked_is_made_all_the_same(repo):
+    """A run killed while git wrote a worktree's files through Lopen's private index leaves that index's
+    lock file: the next run's check-out removes it (only Lopen writes there) instead of failing on it."""
+    lane = component(repo, "api")
+    index = lane._index_file()
+    write(index.with_name(index.name + ".lock"), "")
+
+    lane.ensure(git(repo, "rev-parse", "HEAD"))
+
+    assert (lane.path / "app.py").is_file() and lane.tree() == lane.tree_of(lane.tip())
+
+
+def test_a_worktree_s_private_index_is_named_within_a_file_name_s_length_whatever_its_letters(repo):
+    """Its name is cut to 100 bytes (with its digest and `.lock`, a file name fits 255): a cut that falls
+    inside a letter of several bytes drops that letter rather than failing."""
+    name = "a" * 99 + "é" * 80  # byte 100 is the middle of the first é
+    made = Worktree(repo, repo / ".lopen" / "worktrees" / name, "lopen/long")._index_file()
+    assert made.name.startswith("a" * 99 + "-") and len(made.name.encode()) + len(".lock") <= 255
+
+
+def test_a_new_worktree_s_own_index_is_its_tip_so_the_first_sync_runs_no_git(repo, monkeypatch, tmp_path):
+    """Checked out just now, the worktree's own index is already its tip: the index sync after a lane's
+    start (or a resume) costs nothing, rather than an `lstat` of every file."""
+    lane = component(repo, "api")
+    lane.ensure(git(repo, "rev-parse", "HEAD"))
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+
+    lane.sync_index()
+
+    assert not trace.exists() or '"cmd_name"' not in trace.read_text(encoding="utf-8")
+    assert git(lane.path, "status", "--porcelain") == ""

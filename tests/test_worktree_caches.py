@@ -152,11 +152,12 @@ def test_after_lopen_commits_the_tree_it_took_the_next_tree_reads_no_commit_agai
     wt: Worktree, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """After each task, Lopen commits the tree it took: its private index holds that commit already. The
-    next tree read the whole commit into it again (every entry, 20,000 in a large repository) all the same."""
-    write(wt.path / "src" / "d1" / "f001.py", "VALUE = 'task 1'\n")
-    wt.commit(wt.tree(), wt.tip(), "task 1")
+    next tree read the whole commit into it again (every entry, 20,000 in a large repository) all the same.
+    (Nor does the first tree after the check-out, which wrote the index from the tip.)"""
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    write(wt.path / "src" / "d1" / "f001.py", "VALUE = 'task 1'\n")
+    wt.commit(wt.tree(), wt.tip(), "task 1")
     write(wt.path / "src" / "d2" / "f002.py", "VALUE = 'task 2'\n")
 
     files = files_of(wt.path, wt.tree())
