@@ -488,8 +488,8 @@ class Worktree:
         moved, keeping the file times of what did not change, and not even then when the tip is Lopen's
         commit of the tree it last wrote (``commit``): it holds that tree already — so one ``git status``
         finds what changed by looking at the files (``lstat``), reading and hashing only those, and
-        ``git add`` then takes just them: the cost grows with what changed, and with the number of files only as one ``lstat``
-        each. New nested git repositories are left out (``nested``), as files over
+        ``git add`` then takes just them: the cost grows with what changed, and with the number of files
+        only as one ``lstat`` each. New nested git repositories are left out (``nested``), as files over
         ``max_file_bytes`` are (``left_out``).
         """
         with self._tree_lock:
