@@ -4,9 +4,11 @@ write outside their worktree, read Lopen's state and secrets, and plant git hook
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -247,6 +249,7 @@ def test_the_plan_for_a_linked_worktree(project, tmp_path):
         str(project.worktree / ".git"),
     )
     assert (private / "config.worktree").read_text() == ""
+    assert plan.shown == (str(project.root), str(project.home), str(git_dir))  # bound again if under /dev
     assert str(project.lopen) in plan.hidden
     assert str(project.root / "docs" / "requirements") in plan.hidden
     assert str(project.home / ".ssh") in plan.hidden
@@ -258,6 +261,43 @@ def test_bwrap_binds_writable_places_after_hiding_their_parents():
     assert args[: len(bwrap.BASE)] == list(bwrap.BASE)
     order = [args.index("--tmpfs"), args.index("--bind")]
     assert order == sorted(order)  # /etc hidden, then /tmp bound
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_only_a_place_inside_a_folder_of_dev_is_bound_again(tmp_path):
+    """A home or checkout that is ``/dev/shm`` itself is not bound again: that would show the sandbox every
+    other program's shared memory. One outside ``/dev`` needs nothing (``/`` is bound already)."""
+    inside = tempfile.mkdtemp(prefix="lopen-test-", dir="/dev/shm")
+    try:
+        args = bwrap.arguments([], [], shown=["/dev", "/dev/shm", inside, str(tmp_path)])
+        assert args == [*bwrap.BASE, "--ro-bind", inside, inside]
+    finally:
+        os.rmdir(inside)
+
+
+@pytest.mark.skipif(bool(available("bwrap")), reason=available("bwrap") or "bubblewrap works")
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_a_checkout_under_dev_shm_stays_readable_and_still_hides_lopens_state():
+    """bubblewrap's private ``/dev`` covers ``/dev/shm``: a project there is bound again, read-only, before
+    what it hides (``.lopen/``, the spec); the rest of ``/dev/shm`` (other programs' shared memory) stays
+    out of sight."""
+    base = Path(tempfile.mkdtemp(prefix="lopen-test-", dir="/dev/shm"))
+    try:
+        project = make_project(base)
+        temp = base / "model-tmp"
+        temp.mkdir()
+        confined = Confined("bwrap", project, temp)
+        done = confined.run(
+            f"cat '{project.root}/README.md' && git status --short && echo x > made.txt && ls /dev/shm; "
+            f"cat '{project.lopen}/config.json' '{project.root}/docs/requirements/{project.module}/SPECIFICATION.md';"
+            f" echo y > '{project.root}/README.md'"
+        )
+        assert "a project" in done.stdout and (project.worktree / "made.txt").read_text() == "x\n", done.stderr
+        assert done.stdout.split("\n")[1:2] == [base.name]  # /dev/shm shows the project's folder alone
+        assert SENTINEL not in done.stdout and (project.root / "README.md").read_text() == "a project\n"
+        assert "Read-only file system" in done.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.skipif(kernel.landlock_status()[0] < landlock.NET_ABI, reason="Landlock's TCP rules need ABI 4")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -248,6 +250,26 @@ def test_through_the_forwarder_and_the_proxy_a_kept_alive_connection_streams_eve
     assert "--unshare-net" in args and args[-2:] == ["--", sys.executable]
     command = [path, *args[:-1]]  # bwrap … -- python forward.py … --: the client comes next
     assert _whole_answers(command, streaming.port) == 15
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_a_proxy_socket_under_dev_is_reached_from_inside(streaming, tmp_path):
+    """A ``TMPDIR`` on ``/dev/shm`` puts the proxy's socket under ``/dev``, which the sandbox gets fresh
+    (``--dev /dev``): the socket's folder is bound into it again, read-only, or every model request is
+    reset."""
+    folder = tempfile.mkdtemp(prefix="lopen-net-", dir="/dev/shm")
+    try:
+        streaming.call(streaming.proxy.start(os.path.join(folder, "proxy.sock")))
+        route = network.route(streaming.proxy.path, f"http://127.0.0.1:{streaming.port}/v1")
+        plan = kernel.Plan(writable=(str(tmp_path),), hidden=())
+        path, args = kernel.launch(kernel.Protection("bwrap", ""), plan, sys.executable, route)
+        assert _whole_answers([path, *args[:-1]], streaming.port) == 15
+        probe = [path, *args[: args.index("--")], "--", sys.executable, "-I", "-S", "-c"]
+        written = subprocess.run([*probe, f"open({folder!r} + '/x', 'w')"], capture_output=True, text=True)
+        assert written.returncode != 0 and "Read-only file system" in written.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_proxys_connection_to_the_provider_sends_small_writes_at_once(streaming):

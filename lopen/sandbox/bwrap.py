@@ -11,7 +11,8 @@
 - ``--bind P P`` — the writable places, bound again *after* the hiding, so the worktree and the
   CLI's home reappear inside the hidden ``.lopen/``;
 - ``--ro-bind P P`` — read-only islands inside writable places (the worktree's ``.git``
-  pointer, the repository's packs);
+  pointer, the repository's packs), and what the private ``/dev`` would cover: the proxy's socket
+  folder, a checkout under ``/dev/shm``;
 - ``--unshare-net`` — a network namespace of its own: loopback only, no route out. The CLI
   reaches its model provider through the forwarder started first inside
   (:mod:`lopen.sandbox.forward`) and Lopen's allowlisting proxy outside
@@ -43,13 +44,22 @@ BASE: tuple[str, ...] = (
 """The options every Lopen sandbox starts with (also what detection tries)."""
 
 
-def arguments(writable: Sequence[str], hidden: Sequence[str], read_only: Sequence[str] = ()) -> list[str]:
+def arguments(
+    writable: Sequence[str], hidden: Sequence[str], read_only: Sequence[str] = (), shown: Sequence[str] = ()
+) -> list[str]:
     """bwrap's options (before ``--`` and the command) for this confinement.
+
+    ``shown``: places the sandbox reads as it reads ``/`` (the user's checkout, the home folder); one that
+    lives under ``/dev`` (a project in ``/dev/shm``) is bound again, read-only and before any hiding, since
+    the private ``/dev`` covers it — never ``/dev`` or a folder right under it (``/dev/shm`` holds other
+    programs' shared memory).
 
     Paths must be resolved. Missing paths are skipped (bwrap refuses to bind what is not there).
     """
     nested = [h for h in hidden if any(inside(h, w) for w in writable)]
     args = list(BASE)
+    under_dev = [path for path in shown if inside(path, "/dev") and path.count("/") >= 3]
+    args += [a for path in under_dev if os.path.exists(path) for a in ("--ro-bind", path, path)]
     args += _hide([h for h in hidden if h not in nested])
     args += [a for path in writable if os.path.exists(path) for a in ("--bind", path, path)]
     args += [a for path in read_only if os.path.exists(path) for a in ("--ro-bind", path, path)]

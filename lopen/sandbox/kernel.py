@@ -96,6 +96,7 @@ class Plan(msgspec.Struct, frozen=True):
     writable: tuple[str, ...]
     hidden: tuple[str, ...]
     read_only: tuple[str, ...] = ()
+    shown: tuple[str, ...] = ()  # read as the rest of / is: the checkout, its git folder, the home folder
 
 
 # -- detection ----------------------------------------------------------------------------------
@@ -202,8 +203,10 @@ def plan(config: SandboxConfig, *, temp_dir: str, copilot_home: str, byok: bool,
         paths.real(copilot_home or os.path.join(home, ".copilot")),
     ]
     read_only: list[str] = []
+    shown = [paths.real(config.project_root), paths.real(home)]
     if worktree:
         private, common = paths.git_dirs(worktree)
+        shown.append(common)
         if private:
             objects = os.path.join(common, "objects")
             writable += [private, objects]
@@ -214,7 +217,12 @@ def plan(config: SandboxConfig, *, temp_dir: str, copilot_home: str, byok: bool,
     writable = [w for w in dict.fromkeys(writable) if w]
     hidden = paths.lopen_paths(config) + paths.secret_paths(home, include_cli_credentials=byok)
     hidden = tuple(h for h in dict.fromkeys(hidden) if h not in writable)
-    return Plan(writable=tuple(writable), hidden=hidden, read_only=tuple(dict.fromkeys(read_only)))
+    return Plan(
+        writable=tuple(writable),
+        hidden=hidden,
+        read_only=tuple(dict.fromkeys(read_only)),
+        shown=tuple(dict.fromkeys(p for p in shown if p)),
+    )
 
 
 def git_files(private: str) -> list[str]:
@@ -284,10 +292,14 @@ def launch(
     if protection.kind == "bwrap":
         binary = shutil.which("bwrap") or "bwrap"
         command = [cli_path]
+        read_only = confinement.read_only
         if route is not None:
             command = [sys.executable, "-I", "-S", forward.__file__, *route.forwarder_args(), "--", cli_path]
+            # the proxy's socket, read-only: bound again, as the root is, after the private /dev
+            # (a TMPDIR on /dev/shm) and whatever hiding covers its folder
+            read_only = (*read_only, os.path.dirname(route.socket))
         return binary, [
-            *bwrap.arguments(confinement.writable, confinement.hidden, confinement.read_only),
+            *bwrap.arguments(confinement.writable, confinement.hidden, read_only, confinement.shown),
             "--",
             *command,
         ]
