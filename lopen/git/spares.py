@@ -7,7 +7,9 @@ builds in lanes therefore makes its spares first, in the background, one after a
 worktrees of the module branch's tip under ``<worktree>.spares/`` — beside the lanes' folder, out of the
 model's reach, never seen by a model before a lane takes one. A lane that needs a new worktree takes a
 spare (``Worktree(take_spare=…)``): moved into place, put on its branch, and brought to its start by what
-differs; its first ``tree()`` finds the files' times already in its index.
+differs; its first ``tree()`` finds the files' times already in its index. Once all are made, those not
+taken yet are settled (``Worktree.settle``): their indexes written again after the second of their
+check-out, so that git does not read and hash their files again at every command.
 
 The spares no lane took are removed when the run ends (``close``), and those a killed run left behind
 when the next run starts filling (``fill``). Only a `lopen run` has spares: it holds the module alone on
@@ -79,6 +81,7 @@ class Spares:
             self._remove(spare.path, spare.index)
 
     def _fill(self, count: int, at: str) -> None:
+        made: dict[Path, Worktree] = {}
         try:
             self._clear()
             for n in range(count):
@@ -87,15 +90,40 @@ class Spares:
                         return
                 worktree = Worktree(self.repo_root, self.folder / f"spare-{n + 1}", "")
                 spare = worktree.make_spare(at)
+                made[spare.path] = worktree
                 with self._changed:
                     self._ready.append(spare)
                     self._changed.notify_all()
+            self._settle(made)
         except (GitError, OSError):  # a lane without a spare makes its worktree itself: nothing is lost
             log.warning("spare worktrees: making one failed", exc_info=True)
         finally:
             with self._changed:
                 self._filling = False  # done, or given up: a lane without a spare makes its own
                 self._changed.notify_all()
+
+    def _settle(self, made: dict[Path, Worktree]) -> None:
+        """Settle the spares no lane took yet (``Worktree.settle``), each once the second it was checked out
+        in is over — waiting for that, not sleeping through a ``close`` — and out of the pool while git
+        writes its indexes (a lane finding no other waits for it: ``_filling`` holds)."""
+        while True:
+            with self._changed:
+                waiting = [spare for spare in self._ready if not spare.settled]
+                if self._closed or not waiting:
+                    return
+                spare = waiting[0]
+                self._ready.remove(spare)
+            left = 1.0
+            try:
+                left = made[spare.path].settle()
+            finally:
+                with self._changed:
+                    self._ready.insert(0, spare._replace(settled=not left))
+                    self._changed.notify_all()
+            if left:
+                with self._changed:
+                    if not self._closed:
+                        self._changed.wait(left)
 
     def _clear(self) -> None:
         """Remove what a killed run left under the folder (worktrees git knows, and plain folders)."""

@@ -32,6 +32,7 @@ from lopen.git.repository import GitError, Repository, git, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 REMOTE_TIMEOUT = 300.0  # seconds a fetch from or push to the team's remote may take; then a failure, never a hang
+SETTLE_MARGIN = 0.02  # seconds past a whole second before a spare's index is written again (``_settle_times``)
 ADD_NAMED_MAX = 200  # past this many changed paths, `git add -A` walks the worktree rather than match each
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 WORKTREE_CONFIG_KEPT = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"})
@@ -85,11 +86,13 @@ def _unquote(path: str) -> str:
 
 class Spare(NamedTuple):
     """A worktree made ahead of the lane that takes it (``lopen.git.spares``): detached at ``at``, its files
-    checked out, ``index`` its private index (with the files' times)."""
+    checked out, ``index`` its private index (with the files' times); ``settled``: both indexes written again
+    once the second of the check-out was over (``Worktree.settle``)."""
 
     path: Path
     index: Path
     at: str
+    settled: bool = False
 
 
 class Worktree:
@@ -307,6 +310,30 @@ class Worktree:
             self._check_out(at)
         return Spare(self.path, self._index_file(), at)
 
+    def settle(self) -> float:
+        """A spare's indexes written again once the second its check-out ended in is over; else the seconds
+        left until it is (nothing done). git compares a file's times to the whole second: a file written in
+        the second its index was written in is "racily clean", read and hashed again by every git command
+        until an index is written in a later second — after a fresh check-out, up to every file (at 20,000
+        files a lane's first tree took 160 ms instead of 65, its first reset after a task 214 ms instead
+        of 60). git hashes those files once more as it writes the index again (they must still be what it
+        holds), and the own index is copied from it. ``lopen.git.spares`` does this in the background;
+        a lane taking a spare not settled yet does it (``_adopt``)."""
+        index = self._index_file()
+        left = self._write_again(index)
+        if not left:
+            self._copy_index(index)
+        return left
+
+    def _write_again(self, index: Path) -> float:
+        """``index`` written again if a second has begun since it was (``settle``); else the seconds left."""
+        # the files' clock is the kernel's coarse one, up to a tick behind time.time()
+        left = int(index.stat().st_mtime) + 1 + SETTLE_MARGIN - time.time()
+        if left > 0:
+            return left
+        self._git(*self.CACHED, "update-index", "--force-write-index", env={"GIT_INDEX_FILE": str(index)})
+        return 0.0
+
     def _adopt(self, spare: Spare, created: bool, base: str) -> bool:
         """Take ``spare`` as this worktree: moved into place (``git worktree move``), its HEAD this branch
         (made at ``base`` when ``created``), its files and both indexes brought from the spare's commit to
@@ -325,8 +352,10 @@ class Worktree:
             self.restore_head()
             os.replace(spare.index, index)
             tip = self.tip()
-            if tip != spare.at:
+            if tip != spare.at:  # the index written again too: the spare settles (``settle``)
                 self._git(*self.CACHED, "read-tree", "-m", "-u", spare.at, tip, env={"GIT_INDEX_FILE": str(index)})
+            elif not spare.settled:
+                self._write_again(index)
             self._indexed, self._written = tip, None
             self._copy_index(index)
         except BaseException:  # half taken: removed, so that the next ``ensure`` makes it afresh
