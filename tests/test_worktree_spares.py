@@ -473,3 +473,49 @@ def test_a_spare_taken_before_it_settled_is_settled_by_the_lane(repo: Path, modu
 
     assert racy(taken.path, taken._index_file()) == [] and racy(taken.path, own_index(taken.path)) == []
     assert git(taken.path, "status", "--porcelain") == "" and taken.tree() == taken.tree_of(module.tip())
+
+
+def test_the_filler_waits_out_the_second_and_ends_once_every_spare_is_settled(
+    repo: Path, module: Worktree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The filler waits for the clock (it does not spin on the spare, holding it out of the pool again and
+    again), settles each spare once, and then ends, raising nothing."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: raised.append(hook.exc_value))
+    calls: list[float] = []
+    settle = Worktree.settle
+
+    def counted(worktree: Worktree) -> float:
+        calls.append(settle(worktree))
+        return calls[-1]
+
+    monkeypatch.setattr(Worktree, "settle", counted)
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(2, module.tip())
+    assert spares._filler is not None
+    within(lambda: spares._filler.join())  # type: ignore[union-attr]
+
+    assert raised == [] and [spare.settled for spare in spares._ready] == [True, True]
+    assert calls.count(0.0) == 2 and len(calls) <= 6  # each: at most a wait or two for the second to end
+    within(spares.close)
+
+
+def test_a_spare_git_could_not_settle_stays_in_the_pool_unsettled(
+    repo: Path, module: Worktree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing its index again failed (a full disk, say): the spare is still a whole worktree, and a lane
+    taking it writes the index again itself."""
+
+    def failing(worktree: Worktree) -> float:
+        raise GitError("git update-index: No space left on device")
+
+    monkeypatch.setattr(Worktree, "settle", failing)
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+    within(lambda: spares._filler.join())  # type: ignore[union-attr]
+
+    assert [spare.settled for spare in spares._ready] == [False]
+    taken = lane(module, "api", spares)
+    taken.ensure(module.tip())
+    assert git(taken.path, "status", "--porcelain") == "" and taken.tree() == taken.tree_of(module.tip())
+    within(spares.close)
