@@ -213,6 +213,9 @@ def test_what_a_killed_run_left_is_removed_when_the_next_run_fills(repo: Path, m
     Worktree(repo, folder / "spare-1", "").make_spare(module.tip())
     git(repo, "worktree", "add", "-q", "--no-checkout", "--detach", str(folder / "spare-2"), module.tip())
     write(folder / "spare-3" / "half.py", "X = 1\n")
+    index = Worktree(repo, folder / "spare-3", "")._index_file()
+    lock = index.with_name(index.name + ".lock")
+    write(lock, "")  # killed while git wrote its index again (settling it)
 
     spares = Spares(repo, folder)
     spares.fill(1, module.tip())
@@ -221,6 +224,7 @@ def test_what_a_killed_run_left_is_removed_when_the_next_run_fills(repo: Path, m
     assert spare is not None and spare.path == folder / "spare-1"
     assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == ["spare-1"]
     assert set(worktrees(repo)) == {str(repo), str(module.path), str(spare.path)}
+    assert not lock.exists()
     within(spares.close)
     Worktree(repo, spare.path, "").remove()
 

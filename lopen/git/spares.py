@@ -145,3 +145,4 @@ class Spares:
                 shutil.rmtree(path, ignore_errors=True)
                 git(self.repo_root, "worktree", "prune", check=False)
         index.unlink(missing_ok=True)
+        index.with_name(index.name + ".lock").unlink(missing_ok=True)  # a git killed writing it (``settle``)
