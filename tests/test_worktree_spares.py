@@ -19,6 +19,7 @@ from repos import git, make_repo, write
 from test_worktree_caches import files_reread
 
 from lopen.git import GitError, Worktree
+from lopen.git import worktree as worktree_module
 from lopen.git.spares import Spares, spares_dir
 from lopen.git.worktree import SETTLE_MARGIN, Spare, deleted
 
@@ -523,3 +524,21 @@ def test_a_spare_git_could_not_settle_stays_in_the_pool_unsettled(
     taken.ensure(module.tip())
     assert git(taken.path, "status", "--porcelain") == "" and taken.tree() == taken.tree_of(module.tip())
     within(spares.close)
+
+
+def test_a_lane_asking_after_every_spare_was_taken_is_answered_at_once_while_the_filler_waits_for_the_clock(
+    repo: Path, module: Worktree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The filler waits for a spare's second to end before it settles it; once a lane took that spare there
+    is nothing left to wait for: the next lane is told at once that none is left (and makes its worktree),
+    not after the wait. The wait is made ten minutes long here, so that a lane kept waiting fails the test."""
+    monkeypatch.setattr(worktree_module, "SETTLE_MARGIN", 600.0)
+    spares = Spares(repo, spares_dir(module.path))
+    spares.fill(1, module.tip())
+
+    first = within(spares.take)
+    second = within(spares.take)
+
+    assert first is not None and not first.settled and second is None
+    within(spares.close)
+    Worktree(repo, first.path, "").remove()

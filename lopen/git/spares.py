@@ -66,7 +66,10 @@ class Spares:
         with self._changed:
             while not self._ready and self._filling and not self._closed:
                 self._changed.wait()
-            return self._ready.pop(0) if self._ready and not self._closed else None
+            if not self._ready or self._closed:
+                return None
+            self._changed.notify_all()  # a filler waiting for the clock to settle it stops waiting
+            return self._ready.pop(0)
 
     def close(self) -> None:
         """Stop making spares (the one being made is finished first) and remove every spare not taken."""
