@@ -542,3 +542,40 @@ def test_a_lane_asking_after_every_spare_was_taken_is_answered_at_once_while_the
     assert first is not None and not first.settled and second is None
     within(spares.close)
     Worktree(repo, first.path, "").remove()
+
+
+def test_a_lane_takes_an_unsettled_spare_over_a_killed_run_s_index_lock_and_a_failing_settle(
+    repo: Path, module: Worktree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settling a spare as it is taken only saves git work later: a lock a killed run left on the lane's
+    index is removed (no one else works on a lane not made yet), and a settle git cannot do leaves the spare
+    taken, whole, rather than the lane without a worktree."""
+    made = Worktree(repo, spares_dir(module.path) / "spare-1", "")
+    spares = [
+        made.make_spare(module.tip()),
+        Worktree(repo, spares_dir(module.path) / "spare-2", "").make_spare(module.tip()),
+    ]
+    given = iter(spares)
+
+    def taking(name: str) -> Worktree:
+        return Worktree(
+            repo, module.path.with_name("auth.components") / name, f"lopen/auth--{name}", take_spare=lambda: next(given)
+        )
+
+    locked = taking("api")
+    lock = locked._index_file().with_name(locked._index_file().name + ".lock")
+    write(lock, "")
+    left = int(spares[1].index.stat().st_mtime) + 1 + SETTLE_MARGIN - time.time()
+    time.sleep(max(left, 0))  # the wall clock is what this waits for: the check-outs' second is over
+    locked.ensure(module.tip())
+    assert not lock.exists() and racy(locked.path, locked._index_file()) == []
+
+    def failing(worktree: Worktree, index: Path) -> float:
+        raise GitError("git update-index: No space left on device")
+
+    monkeypatch.setattr(Worktree, "_write_again", failing)
+    failed = taking("store")
+    failed.ensure(module.tip())
+    for taken in (locked, failed):
+        assert git(taken.path, "status", "--porcelain") == "" and taken.tree() == taken.tree_of(module.tip())
+    assert not spares_dir(module.path).exists() or not any(spares_dir(module.path).iterdir())

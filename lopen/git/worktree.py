@@ -32,7 +32,7 @@ from lopen.git.repository import GitError, Repository, git, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 REMOTE_TIMEOUT = 300.0  # seconds a fetch from or push to the team's remote may take; then a failure, never a hang
-SETTLE_MARGIN = 0.02  # seconds past a whole second before a spare's index is written again (``_settle_times``)
+SETTLE_MARGIN = 0.02  # seconds past a whole second before a spare's index is written again (``Worktree.settle``)
 ADD_NAMED_MAX = 200  # past this many changed paths, `git add -A` walks the worktree rather than match each
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 WORKTREE_CONFIG_KEPT = frozenset({"core.sparsecheckout", "core.sparsecheckoutcone", "index.sparse"})
@@ -350,12 +350,14 @@ class Worktree:
                 git(self.repo_root, "update-ref", "-m", "lopen: branch created", self.ref, base, "")
             self._trust()
             self.restore_head()
+            index.with_name(index.name + ".lock").unlink(missing_ok=True)  # a killed run's: this lane is not made
             os.replace(spare.index, index)
             tip = self.tip()
             if tip != spare.at:  # the index written again too: the spare settles (``settle``)
                 self._git(*self.CACHED, "read-tree", "-m", "-u", spare.at, tip, env={"GIT_INDEX_FILE": str(index)})
             elif not spare.settled:
-                self._write_again(index)
+                with contextlib.suppress(GitError):  # only saves git work later: the spare is whole either way
+                    self._write_again(index)
             self._indexed, self._written = tip, None
             self._copy_index(index)
         except BaseException:  # half taken: removed, so that the next ``ensure`` makes it afresh
