@@ -29,6 +29,7 @@ from e2e.scenario import (
     story,
     wait_for,
 )
+from e2e.terminal import Tmux
 from events import catalogue as ev
 from lopen.scripted_model import Turn
 
@@ -70,13 +71,14 @@ class Pane:
         argv = [sys.executable, str(wrapper), str(self.pid_file), str(self.status_file), *command]
         script = " ".join(shlex.quote(part) for part in argv)
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        self.server = Tmux("interrupt")
         self.tmux(
             "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "-c", str(root), f"env -i {exports} {script}"
         )
         self.tmux("set-option", "-t", name, "remain-on-exit", "on")
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+        return self.server(*args).stdout
 
     def pid(self) -> int:
         assert wait_for(self.pid_file.exists, GUARD)
@@ -92,7 +94,7 @@ class Pane:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", self.name)
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True, check=False)
+        self.server.kill()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from e2e.scenario import wait_for
+from e2e.terminal import Tmux
 from events import catalogue as ev
 from lopen.project import open_store
 from lopen.scripted_model import ScriptedModelServer, parse_playbook
@@ -111,18 +112,16 @@ def test_the_model_asks_the_person_answers_and_approves_at_the_gate(tmp_path: Pa
         exports = " ".join(f"{k}={json.dumps(v)}" for k, v in env.items())
         name = f"lopen-conversation-{time.monotonic_ns()}"
         lopen = Path(sys.executable).with_name("lopen")
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "48", "-c", str(root),
-             f"env -i {exports} {lopen} run greet; sleep 600"],
-            check=True,
-        )  # fmt: skip
+        tmux = Tmux("conversation")
+        tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "48", "-c", str(root),
+             f"env -i {exports} {lopen} run greet; sleep 600")  # fmt: skip
 
         def screen() -> str:
-            return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+            return tmux("capture-pane", "-p", "-t", name, check=False).stdout
 
         def type_line(text: str) -> None:
-            subprocess.run(["tmux", "send-keys", "-t", name, "-l", text], check=True)
-            subprocess.run(["tmux", "send-keys", "-t", name, "Enter"], check=True)
+            tmux("send-keys", "-t", name, "-l", text)
+            tmux("send-keys", "-t", name, "Enter")
 
         try:
             assert wait_for(lambda: "What should the module greet do" in screen(), 60), screen()
@@ -133,7 +132,7 @@ def test_the_model_asks_the_person_answers_and_approves_at_the_gate(tmp_path: Pa
             type_line("an exclamation mark")
             assert wait_for(lambda: "Approve the specification of greet" in screen(), 60), screen()  # the gate
             assert "GREET-01" in screen() and "no gaps" in screen()  # the draft and its spec check
-            subprocess.run(["tmux", "send-keys", "-t", name, "a"], check=True)  # approve
+            tmux("send-keys", "-t", name, "a")  # approve
             store_file = root / ".lopen" / "store.sqlite"
 
             def approved() -> bool:
@@ -147,7 +146,7 @@ def test_the_model_asks_the_person_answers_and_approves_at_the_gate(tmp_path: Pa
 
             assert wait_for(approved, 60), screen()
         finally:
-            subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+            tmux.kill()
 
     store, project = open_store(root)
     with store:

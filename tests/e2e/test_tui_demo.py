@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.terminal import Tmux
 from events.store import EventStore
 
 pytestmark = [
@@ -37,27 +38,24 @@ class Terminal:
 
     def __init__(self, name: str, command: str, cwd: Path, width: int = 160, height: int = 48) -> None:
         self.name = name
-        env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR")}
+        self.tmux = Tmux("tui")
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR", "TMUX")}
         env["TERM"] = "xterm-256color"
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), "-c", str(cwd), command],
-            check=True,
-            env=env,
-        )
+        size = ("-x", str(width), "-y", str(height))
+        self.tmux("new-session", "-d", "-s", name, *size, "-c", str(cwd), command, env=env)
 
     def screen(self) -> str:
-        done = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
-        return done.stdout
+        return self.tmux("capture-pane", "-p", "-t", self.name, check=False).stdout
 
     def press(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        self.tmux("send-keys", "-t", self.name, *keys)
 
     def type(self, text: str) -> None:
         """Type ``text`` literally, as a person would (no key names)."""
-        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+        self.tmux("send-keys", "-t", self.name, "-l", text)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return self.tmux("has-session", "-t", self.name, check=False).returncode == 0
 
     def wait_for(self, seen: Callable[[str], bool], what: str, deadline: float = DEADLINE) -> str:
         end = time.monotonic() + deadline
@@ -69,7 +67,7 @@ class Terminal:
         raise AssertionError(f"never saw {what}; the screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        self.tmux.kill()
 
 
 @pytest.fixture
