@@ -579,10 +579,8 @@ class GitActor(pykka.ThreadingActor):
 
     def reset_to_tip(self) -> None:
         """The worktree's files become the last commit (after a completed task: its leftovers go)."""
-        tip = self.worktree.tip()
-        if tip:
-            self.journal.hold()
-            self.worktree.reset_to(tip)
+        self.journal.hold()
+        self.worktree.reset_to_tip()
 
     def leftovers(self) -> list[str]:
         return self.worktree.dirty_files()

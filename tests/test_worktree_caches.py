@@ -187,3 +187,55 @@ def test_a_commit_of_another_tree_is_read_into_the_index_before_the_next_tree(wt
     write(wt.path / "notes.log", "kept\n")
 
     assert files_of(wt.path, wt.tree()).get("notes.log") == "kept"
+
+
+def test_after_a_task_with_nothing_left_over_the_reset_looks_at_the_files_once(
+    wt: Worktree, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After each task Lopen puts the worktree at the commit. It ran `git reset --hard` and `git clean`,
+    each looking at every file (at 20,000 files, 65 ms a task). Usually nothing is left over: one `git
+    status` against the private index says so, and the worktree's own index — where the model's staging
+    is — becomes the tip's, file times included, so a person's `git status` there is clean."""
+    write(wt.path / "src" / "d1" / "f001.py", "VALUE = 'task 1'\n")
+    write(wt.path / "src" / "new.py", "NEW = 1\n")
+    git(wt.path, "rm", "-q", "--cached", "src/d2/f002.py")  # the model's staging, in the own index
+    wt.commit(wt.tree(), wt.tip(), "task 1")
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+
+    wt.reset_to_tip()
+
+    ran = commands_run(trace)
+    assert "reset" not in ran and "clean" not in ran and ran.count("status") == 1
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    assert git(wt.path, "status", "--porcelain") == ""
+    assert git(wt.path, "rev-parse", "HEAD") == wt.tip()
+    assert files_of(wt.path, wt.tip())["src/new.py"] == "NEW = 1"
+
+
+@pytest.mark.parametrize("left", ["a file", "a change", "a deletion", "an oversized file", "HEAD elsewhere"])
+def test_what_a_task_left_over_after_its_commit_still_goes(wt: Worktree, left: str) -> None:
+    """The quick way is taken only when nothing is left: a file or a change made after the verified tree
+    was committed, a file too large for any tree, HEAD on another branch (which the guard after each
+    invocation puts back first) — each is put back as before."""
+    wt.max_file_bytes = 1000
+    write(wt.path / "src" / "d1" / "f001.py", "VALUE = 'task 1'\n")
+    tip = wt.commit(wt.tree(), wt.tip(), "task 1")
+    if left == "a file":
+        write(wt.path / "src" / "stray.py", "STRAY = 1\n")
+    elif left == "a change":
+        write(wt.path / "src" / "d1" / "f001.py", "VALUE = 'after the commit'\n")
+    elif left == "a deletion":
+        (wt.path / "src" / "d1" / "f001.py").unlink()
+    elif left == "HEAD elsewhere":
+        git(wt.path, "branch", "elsewhere", "HEAD~1")
+        git(wt.path, "symbolic-ref", "HEAD", "refs/heads/elsewhere")
+    else:
+        write(wt.path / "data.bin", "x" * 5000)
+
+    wt.reset_to_tip()
+
+    assert git(wt.path, "status", "--porcelain") == ""
+    assert git(wt.path, "rev-parse", "HEAD") == tip
+    assert (wt.path / "src" / "d1" / "f001.py").read_text() == "VALUE = 'task 1'\n"
+    assert not (wt.path / "src" / "stray.py").exists() and not (wt.path / "data.bin").exists()

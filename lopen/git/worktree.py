@@ -862,6 +862,26 @@ class Worktree:
         self._own_index = None
         self._git("reset", "-q")
 
+    def reset_to_tip(self) -> None:
+        """The files, the own index and HEAD become the branch tip: after a completed task, what it left
+        over goes. Usually nothing is left over — the tip is Lopen's commit of the tree it verified — and
+        one ``tree()`` proves it: the files are the tip's tree, nothing left out, HEAD on the branch. Then
+        only the own index is put at the tip, as a copy of Lopen's private one (which holds the tip with
+        every file's times): one ``git status`` instead of ``git reset --hard`` and ``git clean``, which
+        look at every file and then walk every folder again (at 20,000 files, 40 ms instead of 65). The
+        files Lopen's ignore patterns leave out (a test run's caches) stay, as they stay between the
+        verifications of one task."""
+        tip = self.tip()
+        if not tip:
+            return
+        if self._trusted is not None and self.head_ref() == self.ref:
+            tree = self.tree()
+            if not self.left_out and not self.nested and tree == self.tree_of(tip):
+                with self._tree_lock:
+                    self._copy_index(self._index_file())
+                return
+        self.reset_to(tip)
+
     def reset_to(self, sha: str) -> None:
         """Make the files, the index and HEAD exactly ``sha`` (untracked files go; ignored ones stay)."""
         self._git("reset", "-q", "--hard", sha)
