@@ -1,9 +1,9 @@
 """A real terminal for end-to-end tests: tmux, one private server per terminal.
 
-Every terminal gets its own tmux server (``-S``, its own socket in the temporary folder). With one
+Every terminal gets its own tmux server (``-L``, a socket of its own where tmux keeps them). With one
 shared server, the last session's end shuts the server down, and a test opening its session at that
-moment is told "server exited unexpectedly"; a private server has no neighbour to race. ``-f /dev/null`` keeps the
-user's tmux configuration out of the test.
+moment is told "server exited unexpectedly"; a private server has no neighbour to race.
+``-f /dev/null`` keeps the user's tmux configuration out of the test.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 _numbers = itertools.count()
@@ -21,12 +20,14 @@ class Tmux:
     """A tmux server of its own: ``tmux(...)`` runs a tmux command against it, ``kill()`` ends it."""
 
     def __init__(self, label: str) -> None:
-        self.socket = Path(tempfile.gettempdir()) / f"lopen-tmux-{label}-{os.getpid()}-{next(_numbers)}"
+        self.name = f"lopen-{label}-{os.getpid()}-{next(_numbers)}"
+        # where tmux puts it: a short path whatever $TMPDIR is (a socket's path is limited to 107 bytes)
+        self.socket = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / self.name
 
     def __call__(
         self, *args: str, check: bool = True, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        command = ["tmux", "-S", str(self.socket), "-f", os.devnull, *args]
+        command = ["tmux", "-L", self.name, "-f", os.devnull, *args]
         return subprocess.run(command, capture_output=True, text=True, check=check, env=env)
 
     def kill(self) -> None:
