@@ -263,6 +263,23 @@ def test_bwrap_binds_writable_places_after_hiding_their_parents():
     assert order == sorted(order)  # /etc hidden, then /tmp bound
 
 
+@pytest.mark.skipif(bool(available("bwrap")), reason=available("bwrap") or "bubblewrap works")
+def test_a_secret_inside_a_writable_place_stays_hidden(tmp_path):
+    """A hidden file or folder inside a place the model may write (a token file in the CLI's home) is hidden
+    after that place is bound: hidden before, the bind would show it again."""
+    place = tmp_path / "writable"
+    (place / "keys").mkdir(parents=True)
+    (place / "token").write_text("SECRET-TOKEN\n")
+    (place / "keys" / "id").write_text("SECRET-KEY\n")
+    args = bwrap.arguments(writable=[str(place)], hidden=[str(place / "token"), str(place / "keys")])
+    probe = f"cd '{place}' && cat token; ls keys; echo made > new.txt; echo ok"
+
+    done = subprocess.run(["bwrap", *args, "--", "sh", "-c", probe], capture_output=True, text=True, timeout=60)
+
+    assert done.stdout.endswith("ok\n") and (place / "new.txt").read_text() == "made\n", done.stderr
+    assert "SECRET" not in done.stdout and "id" not in done.stdout.split()
+
+
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
 def test_only_a_place_inside_a_folder_of_dev_is_bound_again(tmp_path):
     """A home or checkout that is ``/dev/shm`` itself is not bound again: that would show the sandbox every
